@@ -1,0 +1,237 @@
+"""The event vocabulary every turnkit component speaks.
+
+Frames are small slotted dataclasses (an audio frame flows every 32 ms, so
+they must be cheap to create). Two families, as in Pipecat:
+
+* :class:`DataFrame` — ordered content (audio, transcripts, agent text). A
+  processor handles them in arrival order, and an :class:`InterruptionFrame`
+  throws away any that are still queued.
+* :class:`SystemFrame` — control and events (VAD edges, turn decisions,
+  playback start/stop, interruptions). They overtake queued data frames and
+  survive an interruption.
+
+All times are seconds on the pipeline's :class:`~turnkit.clock.Clock`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from turnkit.audio.vad import VADStep
+
+__all__ = [
+    "AgentAudioStartedFrame",
+    "AgentAudioStoppedFrame",
+    "AudioInFrame",
+    "AudioOutFrame",
+    "CancelFrame",
+    "DataFrame",
+    "EndFrame",
+    "Frame",
+    "InterruptionFrame",
+    "PlaybackMarkFrame",
+    "StartFrame",
+    "SystemFrame",
+    "TranscriptFrame",
+    "TurnEagerFrame",
+    "TurnEndFrame",
+    "TurnEventKind",
+    "TurnResumedFrame",
+    "VADSpeechStartedFrame",
+    "VADSpeechStoppedFrame",
+    "Word",
+]
+
+
+@dataclass(slots=True, kw_only=True)
+class Frame:
+    """Base of all frames. ``at`` is the clock time the frame describes."""
+
+    at: float = 0.0
+
+
+@dataclass(slots=True, kw_only=True)
+class SystemFrame(Frame):
+    """Control/event frame: overtakes queued data, survives interruptions."""
+
+
+@dataclass(slots=True, kw_only=True)
+class DataFrame(Frame):
+    """Ordered content frame: flushed from queues by an interruption."""
+
+
+# --- lifecycle ---------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class StartFrame(SystemFrame):
+    """First frame through a pipeline: processors set themselves up."""
+
+    sample_rate: int = 16000
+
+
+@dataclass(slots=True, kw_only=True)
+class EndFrame(DataFrame):
+    """Graceful end: queued data ahead of it is processed first."""
+
+
+@dataclass(slots=True, kw_only=True)
+class CancelFrame(SystemFrame):
+    """Immediate stop: overtakes everything."""
+
+
+# --- audio -------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class AudioInFrame(DataFrame):
+    """Caller-side microphone audio, mono float32 in [-1, 1].
+
+    ``at`` is the time of the first sample. The VAD processor attaches its
+    verdict (``vad``: probability, speaking state, edges, speech start/end
+    times) on the way through, so downstream policies see audio and VAD
+    evidence together.
+    """
+
+    audio: np.ndarray
+    sample_rate: int
+    vad: VADStep | None = None
+
+    @property
+    def duration(self) -> float:
+        return len(self.audio) / self.sample_rate
+
+    @property
+    def end(self) -> float:
+        return self.at + len(self.audio) / self.sample_rate
+
+
+@dataclass(slots=True, kw_only=True)
+class AudioOutFrame(DataFrame):
+    """Agent audio on its way to the speaker."""
+
+    audio: np.ndarray
+    sample_rate: int
+
+
+# --- VAD edges ---------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class VADSpeechStartedFrame(SystemFrame):
+    """The VAD confirmed caller speech. ``at`` is the onset (first speech
+    frame); ``confirmed_at`` is when the VAD was sure (onset + its start
+    window)."""
+
+    confirmed_at: float
+
+
+@dataclass(slots=True, kw_only=True)
+class VADSpeechStoppedFrame(SystemFrame):
+    """The VAD confirmed the caller stopped. ``at`` is the end of the last
+    speech frame; ``confirmed_at`` is when the VAD was sure."""
+
+    confirmed_at: float
+
+
+# --- transcripts -------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class Word:
+    text: str
+    start: float
+    end: float
+
+
+@dataclass(slots=True, kw_only=True)
+class TranscriptFrame(DataFrame):
+    """Recognised caller words. ``text`` is the whole transcript of the
+    current caller turn so far (lower case, no punctuation, as a streaming
+    recogniser emits it); ``is_final`` marks a finalised segment. ``at`` is
+    when the transcript became available; ``spoken_until`` is the end of the
+    last word in it."""
+
+    text: str
+    is_final: bool = False
+    spoken_until: float = 0.0
+    words: list[Word] = field(default_factory=list)
+
+
+# --- turn decisions ----------------------------------------------------------
+
+
+class TurnEventKind(StrEnum):
+    EAGER = "eager"
+    END = "end"
+    RESUMED = "resumed"
+
+
+@dataclass(slots=True, kw_only=True)
+class TurnEagerFrame(SystemFrame):
+    """The caller is probably done: a draft may start, nothing is committed."""
+
+    detector: str = ""
+    probability: float | None = None
+    compute_ms: float = 0.0
+
+
+@dataclass(slots=True, kw_only=True)
+class TurnEndFrame(SystemFrame):
+    """The caller is done: the agent commits to replying.
+
+    ``at`` is the decision time; ``compute_ms`` is the wall-clock model cost
+    behind the decision (0 for a timer), which a host may add to latency."""
+
+    detector: str = ""
+    probability: float | None = None
+    compute_ms: float = 0.0
+    reason: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class TurnResumedFrame(SystemFrame):
+    """The caller went on after an eager or end signal: drop any draft."""
+
+    detector: str = ""
+
+
+# --- agent playback ----------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class AgentAudioStartedFrame(SystemFrame):
+    """The agent's first audio for a reply reached the speaker."""
+
+    reply_id: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class AgentAudioStoppedFrame(SystemFrame):
+    """The agent stopped speaking: ``reason`` is "completed" or "interrupted"."""
+
+    reply_id: int = 0
+    reason: str = "completed"
+
+
+@dataclass(slots=True, kw_only=True)
+class PlaybackMarkFrame(SystemFrame):
+    """How much of a reply has actually been played: ``played_s`` seconds of
+    audio, covering the first ``text_offset`` characters of its text."""
+
+    reply_id: int = 0
+    played_s: float = 0.0
+    text_offset: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class InterruptionFrame(SystemFrame):
+    """The caller took the floor: flush queued data, stop agent output."""
+
+    reason: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)

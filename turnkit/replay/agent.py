@@ -1,0 +1,154 @@
+"""The replay's stand-in for the agent's LLM and TTS.
+
+It does not decide anything about turn-taking: the detector decides when to
+reply and the barge-in policy decides when to stop; this processor turns
+those decisions into agent speech on the virtual clock. A reply's first audio
+comes ``compute + LLM TTFT + TTS TTFB`` after the decision; it plays for the
+time the recording gives it (see :class:`ReplyPlanner`); caller speech
+before its first audio cancels it (the caller went on), and during it asks
+the barge-in policy whether to stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+from typing import Protocol
+
+from turnkit.barge_in.policy import BargeInPolicy
+from turnkit.clock import Clock
+from turnkit.frames import (
+    AgentAudioStartedFrame,
+    AgentAudioStoppedFrame,
+    AudioInFrame,
+    Frame,
+    TurnEndFrame,
+    TurnResumedFrame,
+)
+from turnkit.pipeline import FrameDirection, FrameProcessor
+from turnkit.replay.latency import LatencyModel
+
+__all__ = ["Reply", "ReplyPlanner", "SimulatedAgent"]
+
+
+@dataclass(slots=True)
+class Reply:
+    id: int
+    decision_at: float
+    compute_ms: float
+    latency_ms: float  # sampled LLM TTFT + TTS TTFB
+    audio_due: float  # when its first audio would play
+    turn: int | None  # caller turn it answers (by the labels), if any
+    first_audio_at: float | None = None
+    planned_end: float | None = None
+    stopped_at: float | None = None
+    stop_reason: str | None = None  # completed | interrupted | cancelled | superseded
+
+    @property
+    def audible(self) -> bool:
+        return self.first_audio_at is not None
+
+
+class ReplyPlanner(Protocol):
+    def turn_for(self, decision_at: float) -> int | None: ...
+
+    def play_until(self, turn: int | None, first_audio_at: float) -> float: ...
+
+
+class SimulatedAgent(FrameProcessor):
+    def __init__(
+        self,
+        clock: Clock,
+        planner: ReplyPlanner,
+        barge_in: BargeInPolicy,
+        llm_ttft: LatencyModel,
+        tts_ttfb: LatencyModel,
+        rng: random.Random,
+        count_compute: bool = True,
+    ) -> None:
+        super().__init__()
+        self.clock = clock
+        self.planner = planner
+        self.barge_in = barge_in
+        self.llm_ttft = llm_ttft
+        self.tts_ttfb = tts_ttfb
+        self.rng = rng
+        self.count_compute = count_compute
+        self.replies: list[Reply] = []
+        self.decisions: list[TurnEndFrame] = []
+        self._pending: Reply | None = None
+        self._speaking: Reply | None = None
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+
+    @property
+    def speaking(self) -> bool:
+        return self._speaking is not None
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        if isinstance(frame, TurnEndFrame):
+            self.decisions.append(frame)
+            await self._start_reply(frame)
+        elif isinstance(frame, TurnResumedFrame):
+            self._cancel_pending()
+        elif isinstance(frame, AudioInFrame) and frame.vad is not None:
+            if frame.vad.started:
+                self._cancel_pending()
+            if self._speaking is not None and self.barge_in.should_stop(frame, frame.vad):
+                await self._stop(self._speaking, "interrupted")
+        await self.push_frame(frame, direction)
+
+    async def _start_reply(self, decision: TurnEndFrame) -> None:
+        self._cancel_pending("superseded")
+        if self._speaking is not None:
+            await self._stop(self._speaking, "superseded")
+        latency = self.llm_ttft.sample(self.rng) + self.tts_ttfb.sample(self.rng)
+        compute = decision.compute_ms if self.count_compute else 0.0
+        now = self.clock.now()
+        reply = Reply(
+            id=len(self.replies),
+            decision_at=decision.at,
+            compute_ms=decision.compute_ms,
+            latency_ms=latency,
+            audio_due=now + (compute + latency) / 1000,
+            turn=self.planner.turn_for(decision.at),
+        )
+        self.replies.append(reply)
+        self._pending = reply
+        self._tasks[reply.id] = asyncio.create_task(self._play(reply))
+
+    async def _play(self, reply: Reply) -> None:
+        await self.clock.sleep(reply.audio_due - self.clock.now())
+        if self._pending is not reply:
+            return
+        self._pending = None
+        reply.first_audio_at = self.clock.now()
+        reply.planned_end = self.planner.play_until(reply.turn, reply.first_audio_at)
+        self._speaking = reply
+        await self.push_frame(AgentAudioStartedFrame(at=reply.first_audio_at, reply_id=reply.id))
+        await self.clock.sleep(reply.planned_end - self.clock.now())
+        if self._speaking is reply:
+            self._tasks.pop(reply.id, None)  # finishing normally: don't cancel ourselves
+            await self._stop(reply, "completed")
+
+    def _cancel_pending(self, reason: str = "cancelled") -> None:
+        reply = self._pending
+        if reply is None:
+            return
+        self._pending = None
+        reply.stopped_at = self.clock.now()
+        reply.stop_reason = reason
+        task = self._tasks.pop(reply.id, None)
+        if task is not None:
+            task.cancel()
+
+    async def _stop(self, reply: Reply, reason: str) -> None:
+        self._speaking = None
+        reply.stopped_at = self.clock.now()
+        reply.stop_reason = reason
+        task = self._tasks.pop(reply.id, None)
+        if task is not None:
+            task.cancel()
+        await self.push_frame(
+            AgentAudioStoppedFrame(at=reply.stopped_at, reply_id=reply.id, reason=reason)
+        )

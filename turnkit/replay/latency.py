@@ -1,0 +1,82 @@
+"""The replay's model of the LLM's first token and the TTS's first audio.
+
+A value is either fixed (``"350"``) or a distribution given by percentiles
+(``"p50=300,p95=900"``): a log-normal is fitted through them (least squares
+on the normal quantiles of the log-values), since service latencies are
+right-skewed and positive. Sampling uses the caller's RNG, so a replay with a
+seed is repeatable.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass
+from statistics import NormalDist
+
+__all__ = ["LatencyModel", "LatencySpecError"]
+
+
+class LatencySpecError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    """Milliseconds: fixed ``value`` or log-normal (``mu``, ``sigma``)."""
+
+    spec: str
+    value: float | None = None
+    mu: float = 0.0
+    sigma: float = 0.0
+
+    @classmethod
+    def parse(cls, spec: str | float) -> LatencyModel:
+        text = str(spec).strip()
+        try:
+            v = float(text)
+        except ValueError:
+            pass
+        else:
+            if v < 0 or not math.isfinite(v):
+                raise LatencySpecError(f"latency {text!r}: must be a finite number >= 0")
+            return cls(spec=text, value=v)
+        points: list[tuple[float, float]] = []
+        for item in text.split(","):
+            key, eq, val = item.strip().partition("=")
+            key = key.strip().lower()
+            if not eq or not key.startswith("p"):
+                raise LatencySpecError(
+                    f"latency {text!r}: expected milliseconds or percentiles like 'p50=300,p95=900'"
+                )
+            try:
+                q = float(key[1:]) / 100
+                ms = float(val)
+            except ValueError:
+                raise LatencySpecError(f"latency {text!r}: cannot read {item.strip()!r}") from None
+            if not 0 < q < 1 or ms <= 0:
+                raise LatencySpecError(f"latency {text!r}: {item.strip()!r} out of range")
+            points.append((q, ms))
+        points.sort()
+        if len(points) < 2:
+            raise LatencySpecError(f"latency {text!r}: give at least two percentiles")
+        if any(b[1] < a[1] for a, b in itertools.pairwise(points)):
+            raise LatencySpecError(f"latency {text!r}: percentiles must not decrease")
+        z = [NormalDist().inv_cdf(q) for q, _ in points]
+        y = [math.log(ms) for _, ms in points]
+        zm, ym = sum(z) / len(z), sum(y) / len(y)
+        szz = sum((a - zm) ** 2 for a in z)
+        sigma = sum((a - zm) * (b - ym) for a, b in zip(z, y, strict=True)) / szz
+        mu = ym - sigma * zm
+        return cls(spec=text, mu=mu, sigma=max(0.0, sigma))
+
+    def sample(self, rng: random.Random) -> float:
+        if self.value is not None:
+            return self.value
+        return math.exp(rng.gauss(self.mu, self.sigma))
+
+    def percentile(self, q: float) -> float:
+        if self.value is not None:
+            return self.value
+        return math.exp(self.mu + self.sigma * NormalDist().inv_cdf(q))

@@ -1,0 +1,265 @@
+"""Scoring a replayed call against its labels, exactly as RECORDING_FORMAT.md
+defines the metrics, and aggregating calls into a detector's result.
+
+Per caller turn: response latency (turn ``end`` → the agent's first audio for
+it), false cutoffs (an end-of-turn commit before ``end``, whether or not its
+audio got out), missed (no audio for it within the timeout). Per
+backchannel/echo/noise event that meets the agent speaking: whether the agent
+stopped (a false barge-in). Per caller turn that starts while the agent
+speaks (a real barge-in): whether, and how fast, the agent stopped.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from turnkit.replay.agent import Reply
+from turnkit.replay.recording import Recording
+
+__all__ = ["CallScore", "EventScore", "TurnScore", "aggregate", "score_call"]
+
+EPS = 1e-6
+EVENT_KINDS = ("backchannel", "echo", "noise")
+
+
+@dataclass
+class TurnScore:
+    call: str
+    turn: int
+    start: float
+    end: float
+    response_ms: float | None
+    interrupted: bool
+    missed: bool
+    cutoffs: int = 0
+    eot_delay_ms: float | None = None
+    cut_hold_kinds: list[str] = field(default_factory=list)
+    barge_in: bool = False  # started while the agent spoke
+    barge_in_stopped: bool = False
+    stop_latency_ms: float | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "call": self.call,
+            "turn": self.turn,
+            "end": round(self.end, 3),
+            "response_ms": None if self.response_ms is None else round(self.response_ms, 1),
+            "interrupted": self.interrupted,
+            "missed": self.missed,
+            "cutoffs": self.cutoffs,
+            "eot_delay_ms": None if self.eot_delay_ms is None else round(self.eot_delay_ms, 1),
+        }
+
+
+@dataclass
+class EventScore:
+    kind: str
+    start: float
+    end: float
+    agent_speaking: bool  # the event met the agent speaking
+    stopped: bool  # ... and the agent stopped for it (a false barge-in)
+
+
+@dataclass
+class CallScore:
+    call: str
+    audio_seconds: float
+    wall_seconds: float
+    turns: list[TurnScore]
+    events: list[EventScore]
+    holds: dict[str, list[int]]  # kind -> [holds, holds with a cutoff]
+    decisions: int
+    compute_ms: list[float]
+    spurious_replies: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CallScore:
+        d = dict(d)
+        d["turns"] = [TurnScore(**t) for t in d["turns"]]
+        d["events"] = [EventScore(**e) for e in d["events"]]
+        return cls(**d)
+
+
+def _play_end(r: Reply) -> float:
+    if r.stopped_at is not None:
+        return r.stopped_at
+    return r.planned_end if r.planned_end is not None else r.first_audio_at or 0.0
+
+
+def score_call(
+    rec: Recording,
+    replies: list[Reply],
+    *,
+    timeout_s: float,
+    grace_s: float,
+    wall_seconds: float = 0.0,
+) -> CallScore:
+    """Score one replayed call. ``replies`` carry the turn each answers
+    (``Reply.turn``, attributed by the labels at decision time)."""
+    turns_out: list[TurnScore] = []
+    used: set[int] = set()
+    hold_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    audible = [r for r in replies if r.audible]
+
+    for i, turn in enumerate(rec.caller_turns):
+        mine = [r for r in replies if r.turn == i]
+        cut = [r for r in mine if r.decision_at < turn.end - EPS]
+        used.update(r.id for r in cut)
+        gaps = turn.gaps()
+        cut_kinds: list[str] = []
+        for g in gaps:
+            hold_counts[g[2]][0] += 1
+        hit_gaps: set[int] = set()
+        for r in cut:
+            # The hold a cutoff belongs to: the last one begun by then (a
+            # decision can land just after speech resumes, before the VAD
+            # confirms it).
+            idx = max((k for k, g in enumerate(gaps) if g[0] <= r.decision_at + EPS), default=None)
+            if idx is not None:
+                hit_gaps.add(idx)
+        for k in sorted(hit_gaps):
+            hold_counts[gaps[k][2]][1] += 1
+            cut_kinds.append(gaps[k][2])
+
+        answer = next((r for r in mine if r.decision_at >= turn.end - EPS and r.audible), None)
+        response_ms = eot_ms = None
+        missed = True
+        if answer is not None:
+            used.add(answer.id)
+            assert answer.first_audio_at is not None
+            latency = answer.first_audio_at - turn.end
+            if latency <= timeout_s + EPS:
+                missed = False
+                response_ms = latency * 1000
+                eot_ms = (answer.decision_at - turn.end) * 1000
+
+        score = TurnScore(
+            call=rec.id,
+            turn=i,
+            start=turn.start,
+            end=turn.end,
+            response_ms=response_ms,
+            interrupted=bool(cut),
+            missed=missed,
+            cutoffs=len(cut),
+            eot_delay_ms=eot_ms,
+            cut_hold_kinds=cut_kinds,
+        )
+        # A real barge-in: the turn starts while a reply is playing.
+        talking = [
+            r
+            for r in audible
+            if r.first_audio_at <= turn.start + EPS and _play_end(r) > turn.start + EPS
+        ]  # type: ignore[operator]
+        if talking:
+            score.barge_in = True
+            stops = [
+                r.stopped_at
+                for r in talking
+                if r.stop_reason == "interrupted"
+                and r.stopped_at is not None
+                and turn.start - EPS <= r.stopped_at <= turn.end + grace_s
+            ]
+            if stops:
+                score.barge_in_stopped = True
+                score.stop_latency_ms = (min(stops) - turn.start) * 1000
+        turns_out.append(score)
+
+    events_out: list[EventScore] = []
+    for kind, evs in (
+        ("backchannel", rec.backchannels),
+        ("echo", rec.echoes),
+        ("noise", rec.noises),
+    ):
+        for ev in evs:
+            meets = [r for r in audible if r.first_audio_at < ev.end and _play_end(r) > ev.start]  # type: ignore[operator]
+            stopped = any(
+                r.stop_reason == "interrupted"
+                and r.stopped_at is not None
+                and ev.start - EPS <= r.stopped_at <= ev.end + grace_s
+                for r in meets
+            )
+            events_out.append(
+                EventScore(kind, ev.start, ev.end, bool(meets), bool(meets) and stopped)
+            )
+
+    spurious = sum(1 for r in audible if r.id not in used)
+    return CallScore(
+        call=rec.id,
+        audio_seconds=rec.duration,
+        wall_seconds=wall_seconds,
+        turns=turns_out,
+        events=events_out,
+        holds={k: list(v) for k, v in sorted(hold_counts.items())},
+        decisions=len(replies),
+        compute_ms=[r.compute_ms for r in replies],
+        spurious_replies=spurious,
+    )
+
+
+def _pct(values: list[float], *qs: int) -> dict[str, float | None]:
+    if not values:
+        return {f"p{q}": None for q in qs} | {"mean": None}
+    arr = np.asarray(values, dtype=float)
+    out: dict[str, float | None] = {f"p{q}": round(float(np.percentile(arr, q)), 1) for q in qs}
+    out["mean"] = round(float(arr.mean()), 1)
+    return out
+
+
+def _rate(num: int, den: int) -> float | None:
+    return None if den == 0 else round(num / den, 4)
+
+
+def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
+    """One detector's result over calls, in the ``turnkit replay --json``
+    contract shape (plus extra keys)."""
+    turns = [t for c in calls for t in c.turns]
+    n = len(turns)
+    responded = [t.response_ms for t in turns if t.response_ms is not None]
+    eot = [t.eot_delay_ms for t in turns if t.eot_delay_ms is not None]
+    fbi: dict[str, float | None] = {}
+    fbi_counts: dict[str, dict[str, int]] = {}
+    for kind in EVENT_KINDS:
+        evs = [e for c in calls for e in c.events if e.kind == kind and e.agent_speaking]
+        stopped = sum(e.stopped for e in evs)
+        fbi[kind] = _rate(stopped, len(evs))
+        fbi_counts[kind] = {"events": len(evs), "stopped": stopped}
+    barge = [t for t in turns if t.barge_in]
+    stop_ms = [t.stop_latency_ms for t in barge if t.stop_latency_ms is not None]
+    holds: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for c in calls:
+        for k, (h, cut) in c.holds.items():
+            holds[k][0] += h
+            holds[k][1] += cut
+    compute = [x for c in calls for x in c.compute_ms]
+    return {
+        "detector": detector,
+        "calls": len(calls),
+        "turns": n,
+        "response_ms": _pct(responded, 50, 95),
+        "interruption_rate": _rate(sum(t.interrupted for t in turns), n),
+        "missed_rate": _rate(sum(t.missed for t in turns), n),
+        "eot_delay_ms": _pct(eot, 50, 95),
+        "false_barge_in_rate": fbi,
+        "false_barge_in_counts": fbi_counts,
+        "barge_in_recall": _rate(sum(t.barge_in_stopped for t in barge), len(barge)),
+        "barge_in_count": len(barge),
+        "barge_in_stop_ms": _pct(stop_ms, 50, 95),
+        "hold_cutoff_rate": {
+            k: {"holds": h, "cutoffs": cut, "rate": _rate(cut, h)}
+            for k, (h, cut) in sorted(holds.items())
+        },
+        "decisions": sum(c.decisions for c in calls),
+        "spurious_replies": sum(c.spurious_replies for c in calls),
+        "compute_ms_per_decision": _pct(compute, 50, 95),
+        "audio_seconds": round(sum(c.audio_seconds for c in calls), 3),
+        "wall_seconds": round(sum(c.wall_seconds for c in calls), 3),
+        "per_turn": [t.row() for t in turns],
+    }

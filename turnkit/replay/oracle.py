@@ -1,0 +1,129 @@
+"""The replay's stand-in for a streaming recogniser: the manifest's words,
+revealed as they are spoken plus a transcription delay.
+
+Word times come from a turn's ``words`` where given; otherwise the words of
+its ``text`` are spread evenly over its speech spans (a word never straddles
+a hold). Text is normalised as a streaming recogniser emits it: lower case,
+no punctuation except in-word apostrophes and hyphens.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from turnkit.frames import AudioInFrame, Frame, TranscriptFrame, Word
+from turnkit.pipeline import FrameDirection, FrameProcessor
+from turnkit.replay.recording import Recording
+
+__all__ = ["OracleTranscriber", "TimedWord", "normalize_text", "oracle_words"]
+
+_DROP = re.compile(r"[^\w\s'-]+")
+_EDGE = re.compile(r"(?<!\w)['-]+|['-]+(?!\w)")
+
+
+def normalize_text(text: str) -> str:
+    t = _DROP.sub(" ", text.lower())
+    t = _EDGE.sub(" ", t)
+    return " ".join(t.split())
+
+
+@dataclass(frozen=True, slots=True)
+class TimedWord:
+    text: str
+    start: float
+    end: float
+    segment: int  # utterance index (a caller turn or a backchannel)
+    last_in_span: bool
+
+
+def _spread(
+    words: list[str], spans: list[tuple[float, float]]
+) -> list[tuple[str, float, float, int]]:
+    """Even spread of words over spans; returns (word, start, end, span index)."""
+    total = sum(e - s for s, e in spans)
+    if not words or total <= 0:
+        return []
+    per = total / len(words)
+    out = []
+    bounds = []
+    acc = 0.0
+    for s, e in spans:
+        bounds.append((acc, acc + (e - s), s))
+        acc += e - s
+    for k, w in enumerate(words):
+        mid = (k + 0.5) * per
+        for i, (lo, hi, s) in enumerate(bounds):
+            if lo <= mid <= hi or i == len(bounds) - 1:
+                ws = s + max(lo, k * per) - lo
+                we = s + min(hi, (k + 1) * per) - lo
+                out.append((w, ws, we, i))
+                break
+    return out
+
+
+def oracle_words(rec: Recording) -> list[TimedWord]:
+    """Every caller word with its time, caller turns and backchannels."""
+    out: list[TimedWord] = []
+    segment = 0
+    for turn in rec.caller_turns:
+        spans = turn.speech_spans()
+        if turn.words:
+            timed = []
+            for w in turn.words:
+                text = normalize_text(w.text)
+                if not text:
+                    continue
+                idx = next(
+                    (i for i, (s, e) in enumerate(spans) if w.start < e + 1e-6), len(spans) - 1
+                )
+                timed.append((text, w.start, w.end, idx))
+        else:
+            timed = _spread(normalize_text(turn.text).split(), spans)
+        for j, (text, s, e, span) in enumerate(timed):
+            last = j == len(timed) - 1 or timed[j + 1][3] != span
+            out.append(TimedWord(text, s, e, segment, last))
+        segment += 1
+    for bc in rec.backchannels:
+        for j, (text, s, e, _) in enumerate(
+            _spread(normalize_text(bc.text).split(), [(bc.start, bc.end)])
+        ):
+            out.append(TimedWord(text, s, e, segment, j == len(bc.text.split()) - 1))
+        segment += 1
+    out.sort(key=lambda w: (w.end, w.start))
+    return out
+
+
+class OracleTranscriber(FrameProcessor):
+    """Emits a :class:`TranscriptFrame` for each word once ``end + delay``
+    has passed on the clock (checked as each audio frame goes by)."""
+
+    def __init__(self, words: list[TimedWord], delay_s: float = 0.0) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+        self._words = sorted(words, key=lambda w: w.end + delay_s)
+        self._next = 0
+        self._text: dict[int, list[Word]] = {}
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await self.push_frame(frame, direction)
+        if not isinstance(frame, AudioInFrame):
+            return
+        now = frame.end
+        while (
+            self._next < len(self._words)
+            and self._words[self._next].end + self.delay_s <= now + 1e-9
+        ):
+            w = self._words[self._next]
+            self._next += 1
+            seg = self._text.setdefault(w.segment, [])
+            seg.append(Word(text=w.text, start=w.start, end=w.end))
+            await self.push_frame(
+                TranscriptFrame(
+                    at=w.end + self.delay_s,
+                    text=" ".join(x.text for x in seg),
+                    is_final=w.last_in_span,
+                    spoken_until=w.end,
+                    words=list(seg),
+                )
+            )

@@ -1,0 +1,232 @@
+"""Replaying recorded calls through the real components on a virtual clock.
+
+For each call and detector: the caller audio streams in 32 ms frames through
+the Silero VAD, the oracle transcriber, the end-of-turn detector and the
+simulated agent (latency model + the baseline barge-in policy), all in a
+:class:`~turnkit.pipeline.Pipeline` driven by a
+:class:`~turnkit.clock.VirtualClock`. The result is scored against the labels
+(:mod:`turnkit.replay.metrics`). Calls replay in parallel processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnkit.audio.vad import VADAnalyzer, VADParams
+from turnkit.audio.wav import AudioError, iter_frames
+from turnkit.barge_in.policy import VADBargeIn
+from turnkit.clock import VirtualClock
+from turnkit.detectors.registry import DetectorSpecError, create_detector
+from turnkit.frames import AudioInFrame, EndFrame, StartFrame
+from turnkit.pipeline import CollectSink, Pipeline
+from turnkit.processors import TurnDetectorProcessor, VADProcessor
+from turnkit.replay.agent import SimulatedAgent
+from turnkit.replay.latency import LatencyModel
+from turnkit.replay.metrics import CallScore, score_call
+from turnkit.replay.oracle import OracleTranscriber, oracle_words
+from turnkit.replay.recording import Recording, RecordingError, load_recording
+
+__all__ = ["LabelPlanner", "ReplayConfig", "replay_call", "replay_many"]
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 16000
+CHARS_PER_SECOND = 15.0
+
+
+class ReplayConfig(BaseModel):
+    """Everything a replay depends on besides the calls and the detector."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    llm_ttft_ms: str = "350"
+    tts_ttfb_ms: str = "150"
+    stt_delay_ms: float = Field(0.0, ge=0)
+    timeout_s: float = Field(5.0, gt=0, description="no audio this long after a turn's end: missed")
+    grace_s: float = Field(
+        0.5, ge=0, description="a stop this long after an event's end still counts for it"
+    )
+    count_compute: bool = True
+    default_reply_s: float = Field(2.0, gt=0)
+    seed: int = 0
+    vad_threshold: float = Field(0.5, gt=0, lt=1)
+    vad_start_ms: float = Field(64.0, ge=0)
+    vad_stop_ms: float = Field(96.0, ge=0)
+
+
+class LabelPlanner:
+    """What the recording says about a reply: which caller turn a decision
+    answers (the latest one begun by then) and how long the reply plays
+    (until the end of the original agent turn after that caller turn; if
+    that is already past, or there is none, for its text at 15 characters a
+    second, or ``default_reply_s``)."""
+
+    def __init__(self, rec: Recording, default_reply_s: float) -> None:
+        self.turns = rec.caller_turns
+        self.agent_turns = rec.agent_turns
+        self.default_reply_s = default_reply_s
+
+    def turn_for(self, decision_at: float) -> int | None:
+        idx = None
+        for i, t in enumerate(self.turns):
+            if t.start <= decision_at + 1e-9:
+                idx = i
+        return idx
+
+    def play_until(self, turn: int | None, first_audio_at: float) -> float:
+        if turn is None:
+            return first_audio_at + self.default_reply_s
+        t = self.turns[turn]
+        nxt = self.turns[turn + 1].start if turn + 1 < len(self.turns) else float("inf")
+        agent = next((a for a in self.agent_turns if t.start < a.start < nxt), None)
+        if agent is None:
+            return first_audio_at + self.default_reply_s
+        if agent.end > first_audio_at:
+            return agent.end
+        text_s = len(agent.text) / CHARS_PER_SECOND
+        return first_audio_at + (text_s if text_s > 0 else self.default_reply_s)
+
+
+def _seed(config: ReplayConfig, call_id: str, detector: str) -> int:
+    digest = hashlib.sha256(f"{config.seed}|{call_id}|{detector}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) -> CallScore:
+    """Replay one call through one detector and score it."""
+    t0 = time.perf_counter()
+    audio = rec.caller_audio(SAMPLE_RATE)
+    clock = VirtualClock()
+    detector = create_detector(detector_spec, clock)
+    vad = VADAnalyzer(
+        params=VADParams(
+            threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
+        )
+    )
+    agent = SimulatedAgent(
+        clock,
+        LabelPlanner(rec, config.default_reply_s),
+        VADBargeIn(clock),
+        LatencyModel.parse(config.llm_ttft_ms),
+        LatencyModel.parse(config.tts_ttfb_ms),
+        random.Random(_seed(config, rec.id, detector_spec)),
+        count_compute=config.count_compute,
+    )
+    pipeline = Pipeline(
+        [
+            VADProcessor(vad),
+            OracleTranscriber(oracle_words(rec), config.stt_delay_ms / 1000),
+            TurnDetectorProcessor(detector),
+            agent,
+            CollectSink(),
+        ]
+    )
+    sink = pipeline.processors[-1]
+    assert isinstance(sink, CollectSink)
+    await pipeline.start()
+    try:
+        pipeline.queue_frame_nowait(StartFrame(sample_rate=SAMPLE_RATE))
+        await pipeline.wait_idle()
+        n = vad.frame_samples
+        for start, chunk in iter_frames(audio, n):
+            at = start / SAMPLE_RATE
+            # A frame is available once its last sample has arrived.
+            await clock.advance_to(at + n / SAMPLE_RATE)
+            await pipeline.queue_frame(AudioInFrame(at=at, audio=chunk, sample_rate=SAMPLE_RATE))
+            await pipeline.wait_idle()
+            sink.frames.clear()  # nothing downstream reads them; keep memory flat
+        # Let replies that are due or playing finish.
+        await clock.advance_to(max(clock.now(), rec.duration) + config.timeout_s + 60.0)
+        pipeline.queue_frame_nowait(EndFrame(at=clock.now()))
+        await pipeline.wait_idle()
+    finally:
+        await pipeline.stop()
+    return score_call(
+        rec,
+        agent.replies,
+        timeout_s=config.timeout_s,
+        grace_s=config.grace_s,
+        wall_seconds=time.perf_counter() - t0,
+    )
+
+
+@dataclass
+class CallFailure:
+    path: str
+    error: str
+
+
+def _replay_job(
+    path: str, detectors: list[str], config: ReplayConfig
+) -> tuple[str, list[dict] | CallFailure]:
+    """Worker entry: one call through every detector (the audio is read once)."""
+    try:
+        rec = load_recording(Path(path))
+    except RecordingError as exc:
+        return path, CallFailure(path, str(exc))
+    out: list[dict] = []
+    try:
+        for spec in detectors:
+            out.append(asyncio.run(replay_call(rec, spec, config)).to_dict())
+    except (AudioError, RecordingError, DetectorSpecError) as exc:
+        return path, CallFailure(path, str(exc))
+    except Exception as exc:  # one broken call must not sink the batch
+        log.debug("replay of %s failed", path, exc_info=True)
+        return path, CallFailure(path, f"{path}: replay failed: {type(exc).__name__}: {exc}")
+    return path, out
+
+
+def _worker_init() -> None:
+    # Each worker is one core's worth of work; keep numeric libraries from
+    # spawning their own thread pools on top.
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    logging.basicConfig(level=logging.ERROR)
+
+
+def replay_many(
+    paths: list[Path],
+    detectors: list[str],
+    config: ReplayConfig,
+    workers: int,
+    on_done: Callable[[str], None] | None = None,
+) -> Iterator[tuple[str, list[CallScore] | CallFailure]]:
+    """Replay every call through every detector; yields per call as done."""
+    jobs = [str(p) for p in paths]
+    if workers <= 1 or len(jobs) <= 1:
+        _worker_init_inline()
+        for p in jobs:
+            yield _unpack(*_replay_job(p, detectors, config))
+            if on_done:
+                on_done(p)
+        return
+    ctx = get_context("spawn")  # onnxruntime sessions must not cross a fork
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init) as pool:
+        futures = [pool.submit(_replay_job, p, detectors, config) for p in jobs]
+        for fut in as_completed(futures):
+            path, res = fut.result()
+            yield _unpack(path, res)
+            if on_done:
+                on_done(path)
+
+
+def _worker_init_inline() -> None:
+    pass
+
+
+def _unpack(path: str, res: list[dict] | CallFailure) -> tuple[str, list[CallScore] | CallFailure]:
+    if isinstance(res, CallFailure):
+        return path, res
+    return path, [CallScore.from_dict(d) for d in res]
