@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import onnxruntime as ort
@@ -51,7 +52,7 @@ class SileroVAD:
     frame_samples = 512
     context_samples = 64
 
-    _shared_sessions: dict[Path, ort.InferenceSession] = {}
+    _shared_sessions: ClassVar[dict[Path, ort.InferenceSession]] = {}
 
     def __init__(self, model_path: Path = SILERO_MODEL_PATH) -> None:
         # The session is stateless (state is passed in), so one per process
