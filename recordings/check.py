@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Self-check for turnkit.recording/v1 call folders.
+
+    python recordings/check.py [CALL_DIR_OR_ROOT ...]   (default: every call under recordings/)
+
+Re-reads each call.json + caller.wav (+ agent.wav) and asserts: format fields,
+events sorted, times inside the audio, caller turns non-overlapping, spans
+inside their turn and ordered, holds equal to the gaps between spans, words
+inside spans, and that the caller audio inside labelled spans is well above
+the holds (the silence is real). Prints a per-call summary.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+KINDS = {"mid-sentence", "between-sentences", "comma"}
+TYPES = {"caller_turn", "agent_turn", "backchannel", "echo", "noise"}
+MIN_SPAN_OVER_HOLD_DB = 15.0
+
+
+def rms_db(x):
+    return 10 * np.log10(np.mean(np.asarray(x, np.float64) ** 2) + 1e-12)
+
+
+def check_call(d: Path) -> dict:
+    m = json.loads((d / "call.json").read_text())
+    assert m["format"] == "turnkit.recording/v1"
+    assert m["id"] == d.name, (m["id"], d.name)
+    assert m["language"] == "en" and m["source"] == "synthetic"
+    x, sr = sf.read(d / m["audio"]["caller"], dtype="float64", always_2d=True)
+    x = x[:, 0]
+    dur = len(x) / sr
+    info = sf.info(d / m["audio"]["caller"])
+    assert info.subtype == "PCM_16" and sr == 16000 and info.channels == 1
+    if "agent" in m["audio"]:
+        ai = sf.info(d / m["audio"]["agent"])
+        assert ai.channels == 1 and ai.samplerate in (8000, 16000)
+        assert abs(ai.duration - dur) < 0.01, (ai.duration, dur)
+    ev = m["events"]
+    starts = [e["start"] for e in ev]
+    assert starts == sorted(starts), "events not sorted"
+    for e in ev:
+        assert e["type"] in TYPES, e
+        assert 0 <= e["start"] < e["end"] <= dur, (e["type"], e["start"], e["end"], dur)
+        for k in ("start", "end"):
+            assert round(e[k], 3) == e[k]
+    turns = [e for e in ev if e["type"] == "caller_turn"]
+    agents = [e for e in ev if e["type"] == "agent_turn"]
+    for a, b in zip(turns, turns[1:]):
+        assert a["end"] <= b["start"], ("caller turns overlap", a["start"], b["start"])
+    sec = lambda t: int(round(t * sr))
+    holds = {k: 0 for k in sorted(KINDS)}
+    min_margin = np.inf
+    for t in turns:
+        assert t["text"].strip()
+        sp = t["spans"]
+        assert sp[0][0] == t["start"] and sp[-1][1] == t["end"]
+        for s, e in sp:
+            assert t["start"] <= s < e <= t["end"]
+        for (s0, e0), (s1, e1) in zip(sp, sp[1:]):
+            assert e0 < s1, "spans overlap"
+        hl = t.get("holds", [])
+        assert [[h["start"], h["end"]] for h in hl] == [[a[1], b[0]] for a, b in zip(sp, sp[1:])], \
+            f"holds do not match span gaps at {t['start']}"
+        span_db = rms_db(np.concatenate([x[sec(s):sec(e)] for s, e in sp]))
+        for h in hl:
+            assert h["kind"] in KINDS
+            holds[h["kind"]] += 1
+            if any(o["type"] in ("echo", "noise", "backchannel") and o["start"] < h["end"]
+                   and h["start"] < o["end"] for o in ev):
+                continue  # another labelled sound is in this hold (e.g. echo of the agent at a barge-in)
+            # inner part of the hold (edges are where the envelope crosses the threshold)
+            a, b = h["start"] + 0.02, h["end"] - 0.02
+            margin = span_db - rms_db(x[sec(a):sec(b)])
+            min_margin = min(min_margin, margin)
+            assert margin >= MIN_SPAN_OVER_HOLD_DB, (t["text"], h, margin)
+        words = t.get("words", [])
+        if words:
+            assert " ".join(w["text"] for w in words) == " ".join(
+                w.strip(",.?!;:") for w in t["text"].split())
+            for w in words:
+                assert w["start"] <= w["end"]
+                assert any(s <= w["start"] and w["end"] <= e for s, e in sp), (w, sp)
+    # backchannels must fall inside agent speech and outside caller turns
+    bcs = [e for e in ev if e["type"] == "backchannel"]
+    for b in bcs:
+        assert any(a["start"] <= b["start"] and b["end"] <= a["end"] for a in agents), b
+        assert not any(t["start"] < b["end"] and b["start"] < t["end"] for t in turns), b
+    for n in (e for e in ev if e["type"] == "noise"):
+        assert n.get("label")
+        assert not any(t["start"] < n["end"] and n["start"] < t["end"] for t in turns), n
+    # barge-ins: caller turn starting while the agent speaks
+    barge = [t for t in turns if any(a["start"] < t["start"] < a["end"] for a in agents)]
+    noise_during_agent = sum(1 for n in ev if n["type"] == "noise"
+                             and any(a["start"] < n["start"] < a["end"] for a in agents))
+    return dict(id=m["id"], dur=dur, turns=len(turns), holds=holds, bc=len(bcs),
+                echo=sum(e["type"] == "echo" for e in ev),
+                noise=sum(e["type"] == "noise" for e in ev), noise_in_agent=noise_during_agent,
+                barge=len(barge), margin=min_margin)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    roots = [Path(a) for a in argv] or [Path(__file__).resolve().parent]
+    dirs = []
+    for r in roots:
+        dirs += [r] if (r / "call.json").exists() else sorted(p.parent for p in r.rglob("call.json"))
+    print(f"{'call':26} {'dur':>5} {'turns':>5} {'mid':>3} {'sent':>4} {'comma':>5} {'bc':>3} "
+          f"{'echo':>4} {'noise':>5} {'barge':>5} {'minΔdB':>6}")
+    tot = 0.0
+    for d in dirs:
+        r = check_call(d)
+        tot += r["dur"]
+        h = r["holds"]
+        print(f"{r['id']:26} {r['dur']:5.1f} {r['turns']:5d} {h['mid-sentence']:3d} "
+              f"{h['between-sentences']:4d} {h['comma']:5d} {r['bc']:3d} {r['echo']:4d} "
+              f"{r['noise']:3d}/{r['noise_in_agent']:<1d} {r['barge']:5d} {r['margin']:6.1f}")
+    print(f"{len(dirs)} calls OK, {tot:.1f} s of audio")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
