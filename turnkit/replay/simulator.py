@@ -16,7 +16,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -201,29 +201,19 @@ def replay_many(
     detectors: list[str],
     config: ReplayConfig,
     workers: int,
-    on_done: Callable[[str], None] | None = None,
 ) -> Iterator[tuple[str, list[CallScore] | CallFailure]]:
-    """Replay every call through every detector; yields per call as done."""
+    """Replay every call through every detector; yields per call as done
+    (in completion order with several workers)."""
     jobs = [str(p) for p in paths]
     if workers <= 1 or len(jobs) <= 1:
-        _worker_init_inline()
         for p in jobs:
             yield _unpack(*_replay_job(p, detectors, config))
-            if on_done:
-                on_done(p)
         return
     ctx = get_context("spawn")  # onnxruntime sessions must not cross a fork
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init) as pool:
         futures = [pool.submit(_replay_job, p, detectors, config) for p in jobs]
         for fut in as_completed(futures):
-            path, res = fut.result()
-            yield _unpack(path, res)
-            if on_done:
-                on_done(path)
-
-
-def _worker_init_inline() -> None:
-    pass
+            yield _unpack(*fut.result())
 
 
 def _unpack(path: str, res: list[dict] | CallFailure) -> tuple[str, list[CallScore] | CallFailure]:

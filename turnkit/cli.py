@@ -1,0 +1,314 @@
+"""``turnkit`` command line: replay recorded calls, validate recordings."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from turnkit import __version__
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Turn-taking for voice agents: replay recorded calls through end-of-turn detectors.",
+)
+# Piped output (CI logs, `| tee`) has no terminal width; don't squeeze the
+# results table into 80 columns there.
+out = Console() if sys.stdout.isatty() else Console(width=180)
+err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=180)
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=err, show_time=False, show_path=False)],
+    )
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    err.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _fmt(v: float | None, unit: str = "", pct: bool = False) -> str:
+    if v is None:
+        return "—"
+    if pct:
+        return f"{v * 100:.1f}%"
+    return f"{v:.0f}{unit}"
+
+
+@app.command()
+def replay(
+    paths: Annotated[
+        list[Path], typer.Argument(help="call folders, or folders searched for call.json")
+    ],
+    detector: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--detector", "-d", help="detector spec, e.g. silence:stop_ms=500 (repeatable)"
+        ),
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="write results as JSON here")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="parallel processes (default: cores)")] = 0,
+    llm_ttft_ms: Annotated[
+        str, typer.Option(help="LLM first-token latency: ms, or percentiles 'p50=300,p95=900'")
+    ] = "350",
+    tts_ttfb_ms: Annotated[
+        str, typer.Option(help="TTS first-audio latency: ms or percentiles")
+    ] = "150",
+    stt_delay_ms: Annotated[float, typer.Option(help="transcription delay after each word")] = 0.0,
+    timeout_s: Annotated[
+        float, typer.Option(help="no reply this long after a turn ends: missed")
+    ] = 5.0,
+    seed: Annotated[int, typer.Option(help="seed for sampled latencies")] = 0,
+    per_turn: Annotated[bool, typer.Option(help="also print every turn")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Replay calls through each detector on a virtual clock and score them."""
+    _setup_logging(verbose)
+    from turnkit.clock import VirtualClock
+    from turnkit.detectors.registry import DetectorSpecError, create_detector
+    from turnkit.replay.latency import LatencyModel, LatencySpecError
+    from turnkit.replay.metrics import CallScore, aggregate
+    from turnkit.replay.recording import find_recordings
+    from turnkit.replay.simulator import CallFailure, ReplayConfig, replay_many
+
+    specs = detector or ["silence"]
+    for spec in specs:
+        try:
+            create_detector(spec, VirtualClock())
+        except DetectorSpecError as exc:
+            _fail(str(exc))
+    for name, value in (("--llm-ttft-ms", llm_ttft_ms), ("--tts-ttfb-ms", tts_ttfb_ms)):
+        try:
+            LatencyModel.parse(value)
+        except LatencySpecError as exc:
+            _fail(f"{name}: {exc}")
+    try:
+        config = ReplayConfig(
+            llm_ttft_ms=llm_ttft_ms,
+            tts_ttfb_ms=tts_ttfb_ms,
+            stt_delay_ms=stt_delay_ms,
+            timeout_s=timeout_s,
+            seed=seed,
+        )
+    except ValueError as exc:
+        _fail(f"bad replay option: {str(exc).splitlines()[-1]}")
+
+    calls = find_recordings(paths)
+    if not calls:
+        _fail(f"no recordings (no call.json) under {', '.join(str(p) for p in paths)}")
+    n_workers = workers if workers > 0 else (os.cpu_count() or 1)
+    n_workers = min(n_workers, len(calls))
+
+    scores: dict[str, list[CallScore]] = {s: [] for s in specs}
+    failed: list[dict[str, str]] = []
+    t0 = time.perf_counter()
+    with Progress(
+        TextColumn("[bold]replay"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("calls"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as progress:
+        task = progress.add_task("replay", total=len(calls))
+        for _path, res in replay_many(calls, specs, config, n_workers):
+            if isinstance(res, CallFailure):
+                failed.append({"path": res.path, "error": res.error})
+                err.print(f"[red]error:[/red] {res.error}", highlight=False, soft_wrap=True)
+            else:
+                for spec, score in zip(specs, res, strict=True):
+                    scores[spec].append(score)
+            progress.advance(task)
+    elapsed = time.perf_counter() - t0
+
+    results = []
+    for spec in specs:
+        ordered = sorted(scores[spec], key=lambda s: s.call)
+        results.append(aggregate(spec, ordered))
+    failed.sort(key=lambda f: f["path"])
+
+    _print_results(results, len(calls), len(failed), elapsed, n_workers)
+    if per_turn:
+        _print_turns(results)
+    if json_path is not None:
+        doc: dict[str, Any] = {
+            "turnkit": __version__,
+            "recordings": len(calls),
+            "failed": failed,
+            "config": config.model_dump(),
+            "workers": n_workers,
+            "elapsed_seconds": round(elapsed, 3),
+            "results": results,
+        }
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(doc, indent=2) + "\n")
+        err.print(f"wrote {json_path}", highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _print_results(
+    results: list[dict[str, Any]], n_calls: int, n_failed: int, elapsed: float, workers: int
+) -> None:
+    table = Table(
+        title=f"turnkit replay — {n_calls - n_failed}/{n_calls} calls, {workers} workers, {elapsed:.1f} s",
+        title_justify="left",
+    )
+    for col, just in (
+        ("detector", "left"),
+        ("turns", "right"),
+        ("resp p50", "right"),
+        ("resp p95", "right"),
+        ("resp mean", "right"),
+        ("interrupt", "right"),
+        ("missed", "right"),
+        ("eot p50", "right"),
+        ("false barge-in bc/echo/noise", "right"),
+        ("barge-in recall", "right"),
+        ("× RT/core", "right"),
+    ):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in results:
+        fbi = r["false_barge_in_rate"]
+        speed = r["audio_seconds"] / r["wall_seconds"] if r["wall_seconds"] else None
+        table.add_row(
+            r["detector"],
+            str(r["turns"]),
+            _fmt(r["response_ms"]["p50"], " ms"),
+            _fmt(r["response_ms"]["p95"], " ms"),
+            _fmt(r["response_ms"]["mean"], " ms"),
+            _fmt(r["interruption_rate"], pct=True),
+            _fmt(r["missed_rate"], pct=True),
+            _fmt(r["eot_delay_ms"]["p50"], " ms"),
+            " / ".join(_fmt(fbi[k], pct=True) for k in ("backchannel", "echo", "noise")),
+            _fmt(r["barge_in_recall"], pct=True),
+            "—" if speed is None else f"{speed:.0f}×",
+        )
+    out.print(table)
+
+
+def _print_turns(results: list[dict[str, Any]]) -> None:
+    for r in results:
+        table = Table(title=f"per turn — {r['detector']}", title_justify="left")
+        for col in ("call", "turn", "end (s)", "response", "eot delay", "cutoffs", "missed"):
+            table.add_column(col)
+        for t in r["per_turn"]:
+            table.add_row(
+                t["call"],
+                str(t["turn"]),
+                f"{t['end']:.2f}",
+                _fmt(t["response_ms"], " ms"),
+                _fmt(t["eot_delay_ms"], " ms"),
+                str(t["cutoffs"]),
+                "yes" if t["missed"] else "",
+            )
+        out.print(table)
+
+
+@app.command()
+def validate(
+    paths: Annotated[
+        list[Path], typer.Argument(help="call folders, or folders searched for call.json")
+    ],
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Check recordings against turnkit.recording/v1 and print per-call stats."""
+    _setup_logging(verbose)
+    from turnkit.replay.recording import RecordingError, find_recordings, load_recording
+
+    calls = find_recordings(paths)
+    if not calls:
+        _fail(f"no recordings (no call.json) under {', '.join(str(p) for p in paths)}")
+    table = Table(title="recordings", title_justify="left")
+    for col in (
+        "call",
+        "seconds",
+        "caller turns",
+        "holds",
+        "backchannels",
+        "echo",
+        "noise",
+        "barge-ins",
+        "agent.wav",
+    ):
+        table.add_column(col)
+    bad = 0
+    for folder in calls:
+        try:
+            rec = load_recording(folder, check_audio=True)
+        except RecordingError as exc:
+            bad += 1
+            err.print(f"[red]invalid:[/red] {exc}", highlight=False, soft_wrap=True)
+            continue
+        holds: Counter[str] = Counter(g[2] for t in rec.caller_turns for g in t.gaps())
+        barge = sum(
+            1 for t in rec.caller_turns if any(a.start < t.start < a.end for a in rec.agent_turns)
+        )
+        table.add_row(
+            rec.id,
+            f"{rec.duration:.1f}",
+            str(len(rec.caller_turns)),
+            ", ".join(f"{k} {v}" for k, v in sorted(holds.items())) or "0",
+            str(len(rec.backchannels)),
+            str(len(rec.echoes)),
+            str(len(rec.noises)),
+            str(barge),
+            "yes" if rec.agent_path else "no",
+        )
+    out.print(table)
+    out.print(f"{len(calls) - bad} valid, {bad} invalid", highlight=False)
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command()
+def detectors() -> None:
+    """List the end-of-turn detectors and their parameters."""
+    from turnkit.detectors.registry import available
+
+    table = Table(title="detectors", title_justify="left")
+    table.add_column("name")
+    table.add_column("parameters (default)")
+    table.add_column("decides on")
+    for name, cls in available().items():
+        params = ", ".join(f"{k}={f.default}" for k, f in cls.Params.model_fields.items())
+        doc = ((cls.__module__ and sys.modules[cls.__module__].__doc__) or "").strip().splitlines()
+        table.add_row(name, params or "—", doc[0] if doc else "")
+    out.print(table)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="print the version")] = False,
+) -> None:
+    if version:
+        out.print(__version__)
+        raise typer.Exit(0)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
