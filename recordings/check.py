@@ -6,8 +6,10 @@
 Re-reads each call.json + caller.wav (+ agent.wav) and asserts: format fields,
 events sorted, times inside the audio, caller turns non-overlapping, spans
 inside their turn and ordered, holds equal to the gaps between spans, words
-inside spans, and that the caller audio inside labelled spans is well above
-the holds (the silence is real). Prints a per-call summary.
+inside spans, that the caller audio inside labelled spans is well above
+the holds (the silence is real), that each agent turn starts 1.2-1.7 s after
+the caller turn it answers, and that barge-ins start >= 1.2 s into the agent
+turn. Prints a per-call summary.
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ import soundfile as sf
 KINDS = {"mid-sentence", "between-sentences", "comma"}
 TYPES = {"caller_turn", "agent_turn", "backchannel", "echo", "noise"}
 MIN_SPAN_OVER_HOLD_DB = 15.0
+REPLY_GAP = (1.2, 1.7)   # s from a caller turn's end to the next agent turn's start
+MIN_BARGE_S = 1.2        # a barge-in starts at least this far into the agent turn
 
 
 def rms_db(x):
@@ -96,6 +100,16 @@ def check_call(d: Path) -> dict:
         assert not any(t["start"] < n["end"] and n["start"] < t["end"] for t in turns), n
     # barge-ins: caller turn starting while the agent speaks
     barge = [t for t in turns if any(a["start"] < t["start"] < a["end"] for a in agents)]
+    # the agent answers like a cascaded agent: 1.2-1.7 s after the caller's end;
+    # a barge-in starts well inside the agent turn (>= 1.2 s after its start)
+    for t in turns:
+        nxt = [a for a in agents if a["start"] >= t["end"]]
+        if nxt and not any(t["end"] <= u["start"] < nxt[0]["start"] for u in turns if u is not t):
+            gap = round(nxt[0]["start"] - t["end"], 3)
+            assert REPLY_GAP[0] <= gap <= REPLY_GAP[1], ("reply gap", t["end"], gap)
+    for t in barge:
+        a = next(a for a in agents if a["start"] < t["start"] < a["end"])
+        assert t["start"] - a["start"] >= MIN_BARGE_S, ("barge-in too early", t["start"], a["start"])
     noise_during_agent = sum(1 for n in ev if n["type"] == "noise"
                              and any(a["start"] < n["start"] < a["end"] for a in agents))
     return dict(id=m["id"], dur=dur, turns=len(turns), holds=holds, bc=len(bcs),

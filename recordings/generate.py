@@ -40,13 +40,15 @@ WIN_S = 0.010         # envelope window
 HOP_S = 0.001         # envelope hop
 MIN_GAP_S = 0.150     # silences shorter than this inside speech stay inside a span
 PUNCT = set(",.?!;:")
+REPLY_GAP = (1.2, 1.7)  # s from the caller turn's end to the agent's first audio
+MIN_BARGE_S = 1.2       # a barge-in starts at least this long into the agent turn
 
 # ---------------------------------------------------------------------------
 # The calls. Items: ("C", text, opts) caller turn, ("A", text, opts) agent turn.
 # Caller opts: gap (s after previous agent end), barge (s after the previous
 #   agent turn's start: a barge-in; the agent stops `stop` s later),
 #   noise_before (kind placed in the gap before this turn).
-# Agent opts: gap (s after previous caller end), bc [(offset_s, text)],
+# Agent opts: gap (s after previous caller end; default seeded 1.2-1.7 s), bc [(offset_s, text)],
 #   noise [(offset_s, kind)] relative to the agent's speech start.
 # Call opts: seed, agent_voice, bg (None | (color, dBFS)), echo (None |
 #   (gain_dB, delay_ms)), caller_peak.
@@ -537,6 +539,7 @@ def make_call(spec, caller: Caller, out_dir: Path):
         if kind == "C":
             turn = build_caller_turn(caller, text)
             if "barge" in opts:
+                assert opts["barge"] >= MIN_BARGE_S, (spec["id"], opts["barge"])
                 start = last_agent["start"] + opts["barge"]
                 # the agent stops `stop` s after the caller starts: truncate its audio
                 stop_t = start + opts["stop"]
@@ -569,9 +572,12 @@ def make_call(spec, caller: Caller, out_dir: Path):
             cur = ev["end"]
         else:
             clip = espeak(text, spec["agent_voice"]) * 0.5
-            gap = opts.get("gap", float(rng.uniform(0.4, 1.0)))
+            # reply gap of a cascaded agent (VAD silence + LLM first token + TTS first
+            # audio): 1.2-1.7 s after the caller's end, measured on the placed clip
+            gap = opts.get("gap", float(rng.uniform(REPLY_GAP[0] + 0.01, REPLY_GAP[1] - 0.01)))
             t0 = place(agent, clip, last_caller_end + gap)
             s, e = extent(clip, SR, t0)
+            assert REPLY_GAP[0] <= s - last_caller_end <= REPLY_GAP[1], (spec["id"], s - last_caller_end)
             ev = {"type": "agent_turn", "start": s, "end": e, "text": text}
             events.append(ev)
             agent_clips.append({"t0": t0, "clip": clip, "event": ev})
