@@ -112,7 +112,7 @@ def replay(
         _fail(f"bad replay option: {str(exc).splitlines()[-1]}")
 
     calls = find_recordings(paths)
-    if not calls:
+    if not any((c / "call.json").is_file() for c in calls):
         _fail(f"no recordings (no call.json) under {', '.join(str(p) for p in paths)}")
     n_workers = workers if workers > 0 else (os.cpu_count() or 1)
     n_workers = min(n_workers, len(calls))
@@ -237,7 +237,7 @@ def validate(
     from turnkit.replay.recording import RecordingError, find_recordings, load_recording
 
     calls = find_recordings(paths)
-    if not calls:
+    if not any((c / "call.json").is_file() for c in calls):
         _fail(f"no recordings (no call.json) under {', '.join(str(p) for p in paths)}")
     table = Table(title="recordings", title_justify="left")
     for col in (

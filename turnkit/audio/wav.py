@@ -15,7 +15,14 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-__all__ = ["SUPPORTED_RATES", "AudioError", "iter_frames", "read_wav", "resample"]
+__all__ = [
+    "SUPPORTED_RATES",
+    "AudioError",
+    "check_not_truncated",
+    "iter_frames",
+    "read_wav",
+    "resample",
+]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +61,7 @@ def read_wav(path: str | Path, sample_rate: int = 16000) -> np.ndarray:
             f"{path}: unsupported sample rate {info.samplerate} Hz "
             f"(supported: {', '.join(str(r) for r in SUPPORTED_RATES)})"
         )
+    check_not_truncated(path)
     try:
         data, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except Exception as exc:
@@ -75,6 +83,33 @@ def iter_frames(audio: np.ndarray, frame_samples: int) -> Iterator[tuple[int, np
         if len(frame) < frame_samples:
             frame = np.pad(frame, (0, frame_samples - len(frame)))
         yield start, frame
+
+
+def check_not_truncated(path: Path) -> None:
+    """libsndfile silently reads what is there when a WAV is cut short; a
+    replay of half a call would then be scored as if it were whole. Compare
+    the RIFF ``data`` chunk's declared size with the bytes on disk."""
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        head = fh.read(12)
+        if len(head) < 12 or head[:4] not in (b"RIFF", b"RF64") or head[8:12] != b"WAVE":
+            return  # not plain RIFF/WAVE: libsndfile has already judged it
+        pos = 12
+        while pos + 8 <= size:
+            fh.seek(pos)
+            chunk = fh.read(8)
+            if len(chunk) < 8:
+                return
+            declared = int.from_bytes(chunk[4:8], "little")
+            if chunk[:4] == b"data":
+                # 0 and 0xFFFFFFFF mean "unknown" (streamed writers, RF64).
+                if declared not in (0, 0xFFFFFFFF) and pos + 8 + declared > size:
+                    raise AudioError(
+                        f"{path}: truncated: the header declares {declared} bytes of audio, "
+                        f"the file holds {size - pos - 8}"
+                    )
+                return
+            pos += 8 + declared + (declared & 1)
 
 
 def _first_line(exc: BaseException) -> str:

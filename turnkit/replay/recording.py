@@ -25,7 +25,7 @@ import numpy as np
 import soundfile as sf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from turnkit.audio.wav import AudioError, read_wav
+from turnkit.audio.wav import AudioError, check_not_truncated, read_wav
 
 __all__ = [
     "FORMAT",
@@ -213,11 +213,12 @@ def find_recordings(paths: list[Path]) -> list[Path]:
             found[p.parent.resolve()] = None
         elif (p / MANIFEST).is_file():
             found[p.resolve()] = None
-        elif p.is_dir():
+        elif p.is_dir() and any(p.rglob(MANIFEST)):
             for m in sorted(p.rglob(MANIFEST)):
                 found[m.parent.resolve()] = None
         else:
-            # A path that is neither is reported by the caller as a failure.
+            # Named but holds no call (or does not exist): kept, so that
+            # loading it reports the problem instead of skipping it silently.
             found[p.resolve()] = None
     return list(found)
 
@@ -260,6 +261,10 @@ def _audio_duration(folder: Path, rel: str, field: str) -> float:
         raise RecordingError(f"{path}: not a readable WAV file ({field})") from None
     if info.frames == 0:
         raise RecordingError(f"{path}: no audio samples ({field})")
+    try:
+        check_not_truncated(path)
+    except AudioError as exc:
+        raise RecordingError(f"{exc} ({field})") from None
     return info.frames / info.samplerate
 
 
@@ -267,6 +272,8 @@ def load_recording(folder: Path, check_audio: bool = False) -> Recording:
     """Load and check one call folder. ``check_audio`` also decodes the
     audio fully (catches truncated files; ``validate`` uses it)."""
     mpath = folder / MANIFEST
+    if not folder.exists():
+        raise RecordingError(f"{folder}: no such file or folder")
     if not mpath.is_file():
         raise RecordingError(f"{mpath}: missing (no call.json in {folder})")
     try:

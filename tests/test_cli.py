@@ -1,0 +1,227 @@
+"""The ``turnkit`` command as a user runs it: a real subprocess, real calls.
+
+Bad input must give one line naming the file and the field, no traceback,
+and every good call must still be replayed and written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+REPO = Path(__file__).resolve().parent.parent
+GOOD = REPO / "recordings" / "easy-short-08"
+
+
+def turnkit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "turnkit.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+    )
+
+
+def _manifest(folder: Path) -> dict:
+    return json.loads((folder / "call.json").read_text())
+
+
+def _write(folder: Path, manifest: dict) -> None:
+    (folder / "call.json").write_text(json.dumps(manifest))
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """One good call and one call for each kind of bad input, with the text
+    each error line must contain."""
+    root = tmp_path_factory.mktemp("batch")
+    shutil.copytree(GOOD, root / "good")
+    expect: dict[str, str] = {}
+
+    def bad(name: str, fragment: str) -> Path:
+        folder = root / name
+        shutil.copytree(GOOD, folder)
+        expect[name] = fragment
+        return folder
+
+    f = bad("malformed", "malformed JSON")
+    (f / "call.json").write_text('{"format": "turnkit.recording/v1", "id": ')
+
+    f = bad("version", "format: unknown format 'turnkit.recording/v9'")
+    m = _manifest(f)
+    m["format"] = "turnkit.recording/v9"
+    _write(f, m)
+
+    f = bad("outside", "events[0].end")
+    m = _manifest(f)
+    m["events"][0]["end"] = 999.0
+    m["events"][0]["spans"] = [[m["events"][0]["start"], 999.0]]
+    _write(f, m)
+
+    f = bad("overlap", ".start: caller turn at")
+    m = _manifest(f)
+    turns = [i for i, e in enumerate(m["events"]) if e["type"] == "caller_turn"]
+    second = m["events"][turns[1]]
+    first = m["events"][turns[0]]
+    second["start"] = first["end"] - 0.2
+    second["spans"] = [[second["start"], second["end"]]]
+    second.pop("words", None)
+    _write(f, m)
+
+    f = bad("emptywav", "empty")
+    (f / "caller.wav").write_bytes(b"")
+
+    f = bad("truncated", "truncated")
+    data = (f / "caller.wav").read_bytes()
+    (f / "caller.wav").write_bytes(data[: len(data) // 3])
+
+    f = bad("notwav", "not a readable WAV file")
+    (f / "caller.wav").write_text("this is not audio\n" * 50)
+
+    f = bad("escape", "audio.caller: path '../good/caller.wav' escapes the call folder")
+    m = _manifest(f)
+    m["audio"]["caller"] = "../good/caller.wav"
+    _write(f, m)
+
+    f = bad("nomanifest", "call.json: missing")
+    (f / "call.json").unlink()
+
+    f = bad("missingfield", "id:")
+    m = _manifest(f)
+    del m["id"]
+    _write(f, m)
+
+    f = bad("spanoutside", "spans[0]")
+    m = _manifest(f)
+    ev = m["events"][0]
+    ev["spans"] = [[ev["start"] - 0.5, ev["end"]]]
+    _write(f, m)
+    return root, expect
+
+
+def test_bad_input_one_line_each_and_good_calls_still_written(
+    batch: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    root, expect = batch
+    out = tmp_path / "res.json"
+    dirs = sorted(str(p) for p in root.iterdir())
+    proc = turnkit("replay", *dirs, "--detector", "silence", "--json", str(out), "--workers", "2")
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    error_lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == len(expect), proc.stderr
+    for name, fragment in expect.items():
+        mine = [
+            line
+            for line in error_lines
+            if f"/{name}/" in line or line.rstrip().endswith(f"/{name}")
+        ]
+        assert len(mine) == 1, (name, error_lines)
+        assert fragment in mine[0], (name, mine[0])
+
+    doc = json.loads(out.read_text())
+    assert doc["recordings"] == len(dirs)
+    assert {Path(f["path"]).name for f in doc["failed"]} == set(expect)
+    (res,) = doc["results"]
+    assert res["detector"] == "silence"
+    assert res["calls"] == 1
+    assert res["turns"] == len([e for e in _manifest(GOOD)["events"] if e["type"] == "caller_turn"])
+    assert {row["call"] for row in res["per_turn"]} == {"easy-short-08"}
+
+
+def test_validate_reports_bad_calls_and_stats(batch: tuple[Path, dict[str, str]]) -> None:
+    root, expect = batch
+    proc = turnkit("validate", str(root))
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    invalid = [line for line in proc.stderr.splitlines() if line.startswith("invalid:")]
+    # nomanifest has no call.json, so a recursive search does not find it.
+    assert len(invalid) == len(expect) - 1
+    assert "easy-short-08" in proc.stdout
+    assert f"1 valid, {len(expect) - 1} invalid" in proc.stdout
+
+
+def test_json_contract_on_the_demo_corpus(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = turnkit(
+        "replay",
+        str(REPO / "recordings"),
+        "-d",
+        "silence:stop_ms=500",
+        "-d",
+        "silence",
+        "--json",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "silence:stop_ms=500" in proc.stdout and "resp p50" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert doc["failed"] == []
+    assert doc["recordings"] >= 8
+    assert [r["detector"] for r in doc["results"]] == ["silence:stop_ms=500", "silence"]
+    for r in doc["results"]:
+        assert isinstance(r["turns"], int) and r["turns"] > 0
+        assert set(r["response_ms"]) >= {"p50", "p95", "mean"}
+        assert set(r["eot_delay_ms"]) >= {"p50", "p95"}
+        assert set(r["false_barge_in_rate"]) == {"backchannel", "echo", "noise"}
+        for key in ("interruption_rate", "missed_rate"):
+            assert 0.0 <= r[key] <= 1.0
+        assert r["barge_in_recall"] is None or 0.0 <= r["barge_in_recall"] <= 1.0
+        assert r["audio_seconds"] > 0 and r["wall_seconds"] > 0
+        assert len(r["per_turn"]) == r["turns"]
+        for row in r["per_turn"]:
+            assert set(row) >= {"call", "turn", "end", "response_ms", "interrupted", "missed"}
+    fast, slow = doc["results"]
+    # The classic trade-off: a shorter timer answers sooner, cuts in more.
+    assert fast["eot_delay_ms"]["p50"] < slow["eot_delay_ms"]["p50"]
+    assert fast["interruption_rate"] >= slow["interruption_rate"]
+
+
+def test_empty_folder_says_no_recordings(tmp_path: Path) -> None:
+    proc = turnkit("replay", str(tmp_path))
+    assert proc.returncode == 2
+    assert "no recordings" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_detector_spec_is_one_line(tmp_path: Path) -> None:
+    proc = turnkit("replay", str(GOOD), "-d", "silence:stop_sm=5")
+    assert proc.returncode == 2
+    assert "stop_sm" in proc.stderr and "stop_ms" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = turnkit("replay", str(GOOD), "-d", "nope")
+    assert proc.returncode == 2 and "unknown detector 'nope'" in proc.stderr
+
+
+def test_bad_latency_spec_is_one_line() -> None:
+    proc = turnkit("replay", str(GOOD), "--llm-ttft-ms", "p50=fast")
+    assert proc.returncode == 2 and "--llm-ttft-ms" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_stereo_and_48k_caller_audio_is_accepted_with_a_warning(tmp_path: Path) -> None:
+    folder = tmp_path / "stereo"
+    shutil.copytree(GOOD, folder)
+    from turnkit.audio.wav import read_wav, resample
+
+    mono = read_wav(GOOD / "caller.wav")
+    hi = resample(mono, 16000, 48000)
+    sf.write(
+        folder / "caller.wav", np.stack([hi, np.zeros_like(hi)], axis=1), 48000, subtype="PCM_16"
+    )
+    proc = turnkit("replay", str(folder), "--json", str(tmp_path / "s.json"), "--workers", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "2 channels, using the first" in proc.stderr
+    ref = turnkit("replay", str(GOOD), "--json", str(tmp_path / "m.json"), "--workers", "1")
+    a = json.loads((tmp_path / "s.json").read_text())["results"][0]
+    b = json.loads((tmp_path / "m.json").read_text())["results"][0]
+    assert a["turns"] == b["turns"] and a["missed_rate"] == b["missed_rate"]
+    assert ref.returncode == 0
