@@ -1,0 +1,66 @@
+"""Replay throughput: audio seconds replayed per wall second per core, with
+the silence detector, on the demo corpus.
+
+    python benchmarks/bench_replay.py [--detector silence] [--repeats 3]
+
+Baseline measured in the same run: the Silero VAD alone over the same audio
+(no pipeline, no detector, no agent), i.e. the floor any replay pays. The
+ratio replay/VAD-only says what the pipeline, oracle transcript, detector,
+simulated agent and scoring cost on top. Single process, one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+
+from turnkit.audio.vad import SileroVAD
+from turnkit.audio.wav import iter_frames
+from turnkit.replay.recording import find_recordings, load_recording
+from turnkit.replay.simulator import ReplayConfig, replay_call
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--detector", default="silence")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("paths", nargs="*", type=Path, default=[ROOT / "recordings"])
+    args = ap.parse_args()
+    recs = [load_recording(p) for p in find_recordings(args.paths)]
+    audio = {r.id: r.caller_audio() for r in recs}
+    seconds = sum(r.duration for r in recs)
+    config = ReplayConfig()
+
+    async def replay_all() -> None:
+        for r in recs:
+            await replay_call(r, args.detector, config)
+
+    vad = SileroVAD()
+
+    def vad_only() -> None:
+        for r in recs:
+            vad.reset()
+            for _, f in iter_frames(audio[r.id], 512):
+                vad(f)
+
+    asyncio.run(replay_all())  # warm-up: sessions, imports
+    t_replay = t_vad = float("inf")
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        asyncio.run(replay_all())
+        t_replay = min(t_replay, time.perf_counter() - t)
+        t = time.perf_counter()
+        vad_only()
+        t_vad = min(t_vad, time.perf_counter() - t)
+    print(f"{len(recs)} calls, {seconds:.1f} s of audio, detector {args.detector!r}, best of {args.repeats}")
+    print(f"replay:   {t_replay:6.2f} s wall   {seconds / t_replay:6.0f}x real time per core")
+    print(f"VAD only: {t_vad:6.2f} s wall   {seconds / t_vad:6.0f}x real time per core")
+    print(f"ratio replay / VAD only: {t_replay / t_vad:.2f}")
+
+
+if __name__ == "__main__":
+    main()
