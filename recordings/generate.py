@@ -170,6 +170,21 @@ CALLS = [
              ("A", "Okay. I've refunded the second charge. It takes three to five days to appear.", {}),
              ("C", "Great, thanks.", {}),
          ]),
+    dict(id="headset-bargein-11", seed=1111, agent_voice="en-us+f2", bg=("pink", -44.0), echo=None,
+         caller_peak=0.72, tags=["barge-in", "holds", "backchannel", "noise", "headset", "delivery"],
+         script=[
+             ("C", "Hi, I need to change the delivery {0.9m} for my next order.", {}),
+             ("A", "Sure. Your next order is scheduled for Tuesday morning, and it will go to "
+                   "the address we have on file, nine Pine Street, with the usual delivery fee.", {}),
+             ("C", "Sorry, not Tuesday. Can it come on Wednesday?", {"barge": 2.6, "stop": 0.45}),
+             ("A", "Of course. Wednesday is open. We can deliver in the morning between eight and noon, "
+                   "or in the afternoon between one and five.", {}),
+             ("C", "The afternoon, please.", {"barge": 3.2, "stop": 0.45}),
+             ("A", "Okay, Wednesday afternoon. Same address as before?",
+              {"bc": [(1.3, "okay")], "noise": [(3.0, "keyboard")]}),
+             ("C", "No, send it to {1.0m} twenty six Birch Road.", {}),
+             ("A", "Done. It's all updated.", {}),
+         ]),
 ]
 
 # Spoken form for Piper where the label spelling phonemises badly.
