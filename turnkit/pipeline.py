@@ -136,13 +136,18 @@ class FrameProcessor:
             log.exception("%s failed on %s", self.name, type(frame).__name__)
         finally:
             self._busy = False
+            # Frames that arrived meanwhile were queued; our task takes them.
+            if self._system or self._data:
+                self._wakeup.set()
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await self.push_frame(frame, direction)
 
     async def _run(self) -> None:
         while True:
-            if not self._system and not self._data:
+            # One frame at a time: while a frame is being handled (here or
+            # inline in a sender's task) the queue waits.
+            if self._busy or (not self._system and not self._data):
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue

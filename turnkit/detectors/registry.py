@@ -49,6 +49,8 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
             key, eq, value = item.partition("=")
             if not eq or not key.strip():
                 raise DetectorSpecError(f"detector spec {spec!r}: expected key=value, got {item!r}")
+            if key.strip() in params:
+                raise DetectorSpecError(f"detector spec {spec!r}: {key.strip()} given twice")
             params[key.strip()] = value.strip()
     return name, params
 

@@ -55,10 +55,12 @@ class LatencyModel:
                 ms = float(val)
             except ValueError:
                 raise LatencySpecError(f"latency {text!r}: cannot read {item.strip()!r}") from None
-            if not 0 < q < 1 or ms <= 0:
+            if not 0 < q < 1 or not ms > 0 or not math.isfinite(ms):
                 raise LatencySpecError(f"latency {text!r}: {item.strip()!r} out of range")
             points.append((q, ms))
         points.sort()
+        if len({q for q, _ in points}) != len(points):
+            raise LatencySpecError(f"latency {text!r}: a percentile is given twice")
         if len(points) < 2:
             raise LatencySpecError(f"latency {text!r}: give at least two percentiles")
         if any(b[1] < a[1] for a, b in itertools.pairwise(points)):

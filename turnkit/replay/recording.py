@@ -25,7 +25,7 @@ import numpy as np
 import soundfile as sf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from turnkit.audio.wav import AudioError, check_not_truncated, read_wav
+from turnkit.audio.wav import SUPPORTED_RATES, AudioError, check_not_truncated, read_wav
 
 __all__ = [
     "FORMAT",
@@ -223,25 +223,31 @@ def find_recordings(paths: list[Path]) -> list[Path]:
     return list(found)
 
 
-def _field_path(loc: tuple[Any, ...], data: Any) -> str:
+def _field_path(loc: tuple[Any, ...], data: Any, event_index: list[int]) -> str:
+    """A pydantic error location as the user wrote it: ``events[3].end``.
+
+    Pydantic counts events after unknown types were dropped and puts the
+    discriminator tag ("caller_turn") in the path; both are undone here."""
     out = ""
     node = data
-    for part in loc:
+    for k, part in enumerate(loc):
         if isinstance(part, int):
+            if k == 1 and loc[0] == "events" and part < len(event_index):
+                part = event_index[part]
             out += f"[{part}]"
             node = node[part] if isinstance(node, list) and part < len(node) else None
         else:
-            if isinstance(node, list):
-                continue  # discriminator tags ("caller_turn") are not fields
+            if isinstance(node, dict) and node.get("type") == part and part not in node:
+                continue
             out += ("." if out else "") + str(part)
             node = node.get(part) if isinstance(node, dict) else None
     return out or "(root)"
 
 
-def _first_error(exc: ValidationError, data: Any) -> str:
+def _first_error(exc: ValidationError, data: Any, event_index: list[int]) -> str:
     err = exc.errors()[0]
     msg = err["msg"].removeprefix("Value error, ")
-    return f"{_field_path(tuple(err['loc']), data)}: {msg}"
+    return f"{_field_path(tuple(err['loc']), data, event_index)}: {msg}"
 
 
 def _audio_duration(folder: Path, rel: str, field: str) -> float:
@@ -259,6 +265,13 @@ def _audio_duration(folder: Path, rel: str, field: str) -> float:
         except AudioError as exc:
             raise RecordingError(f"{exc} ({field})") from None
         raise RecordingError(f"{path}: not a readable WAV file ({field})") from None
+    if info.format not in ("WAV", "WAVEX"):
+        raise RecordingError(f"{path}: not a WAV file (format {info.format}) ({field})")
+    if info.samplerate not in SUPPORTED_RATES:
+        rates = ", ".join(str(r) for r in SUPPORTED_RATES)
+        raise RecordingError(
+            f"{path}: unsupported sample rate {info.samplerate} Hz (supported: {rates}) ({field})"
+        )
     if info.frames == 0:
         raise RecordingError(f"{path}: no audio samples ({field})")
     try:
@@ -289,21 +302,22 @@ def load_recording(folder: Path, check_audio: bool = False) -> Recording:
     fmt = data.get("format")
     if fmt != FORMAT:
         raise RecordingError(f"{mpath}: format: unknown format {fmt!r} (expected {FORMAT!r})")
+    # Error messages name an event by its index in the file as written,
+    # which differs from manifest.events when unknown types were dropped.
+    raw_events = data.get("events")
+    raw_index = [
+        i
+        for i, e in enumerate(raw_events if isinstance(raw_events, list) else [])
+        if not isinstance(e, dict) or e.get("type") in KNOWN_EVENTS
+    ]
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
-        raise RecordingError(f"{mpath}: {_first_error(exc, data)}") from None
+        raise RecordingError(f"{mpath}: {_first_error(exc, data, raw_index)}") from None
 
     duration = _audio_duration(folder, manifest.audio.caller, "audio.caller")
     if manifest.audio.agent:
         _audio_duration(folder, manifest.audio.agent, "audio.agent")
-    # Error messages name the event by its index in the file as written,
-    # which differs from manifest.events when unknown types were dropped.
-    raw_index = [
-        i
-        for i, e in enumerate(data.get("events", []))
-        if not isinstance(e, dict) or e.get("type") in KNOWN_EVENTS
-    ]
     index_of = {id(e): raw_index[k] for k, e in enumerate(manifest.events)}
 
     def where(e: Any) -> str:
