@@ -136,19 +136,18 @@ class SimulatedAgent(FrameProcessor):
         if reply is None:
             return
         self._pending = None
-        reply.stopped_at = self.clock.now()
-        reply.stop_reason = reason
-        task = self._tasks.pop(reply.id, None)
-        if task is not None:
-            task.cancel()
+        self._end(reply, reason)
 
     async def _stop(self, reply: Reply, reason: str) -> None:
         self._speaking = None
+        self._end(reply, reason)
+        await self.push_frame(
+            AgentAudioStoppedFrame(at=self.clock.now(), reply_id=reply.id, reason=reason)
+        )
+
+    def _end(self, reply: Reply, reason: str) -> None:
         reply.stopped_at = self.clock.now()
         reply.stop_reason = reason
         task = self._tasks.pop(reply.id, None)
         if task is not None:
             task.cancel()
-        await self.push_frame(
-            AgentAudioStoppedFrame(at=reply.stopped_at, reply_id=reply.id, reason=reason)
-        )
