@@ -85,10 +85,9 @@ def oracle_words(rec: Recording) -> list[TimedWord]:
             out.append(TimedWord(text, s, e, segment, last))
         segment += 1
     for bc in rec.backchannels:
-        for j, (text, s, e, _) in enumerate(
-            _spread(normalize_text(bc.text).split(), [(bc.start, bc.end)])
-        ):
-            out.append(TimedWord(text, s, e, segment, j == len(bc.text.split()) - 1))
+        timed = _spread(normalize_text(bc.text).split(), [(bc.start, bc.end)])
+        for j, (text, s, e, _) in enumerate(timed):
+            out.append(TimedWord(text, s, e, segment, j == len(timed) - 1))
         segment += 1
     out.sort(key=lambda w: (w.end, w.start))
     return out

@@ -170,6 +170,7 @@ class Recording:
         self.duration = duration
         self.caller_path = folder / manifest.audio.caller
         self.agent_path = folder / manifest.audio.agent if manifest.audio.agent else None
+        self._audio: dict[int, np.ndarray] = {}
 
     @property
     def id(self) -> str:
@@ -201,7 +202,12 @@ class Recording:
         return self._of(Noise)
 
     def caller_audio(self, sample_rate: int = 16000) -> np.ndarray:
-        return read_wav(self.caller_path, sample_rate)
+        """The caller audio, mono float32; read once per rate (several
+        detectors replay the same call)."""
+        cached = self._audio.get(sample_rate)
+        if cached is None:
+            cached = self._audio[sample_rate] = read_wav(self.caller_path, sample_rate)
+        return cached
 
 
 def find_recordings(paths: list[Path]) -> list[Path]:
