@@ -114,7 +114,7 @@ class Driver:
             step = self.vad.step(p, at)
             frame = AudioInFrame(at=at, audio=SILENCE, sample_rate=SR, vad=step)
             await self.clock.advance_to(frame.end)
-            signals = self.det.on_audio(frame, step)
+            signals = await self.det.on_audio(frame, step)
             self.log.append((self.i, self.clock.now(), step, signals))
             out += [(self.i, s) for s in signals]
             self.i += 1
@@ -222,13 +222,13 @@ async def test_silence_detector_with_hand_built_vad_steps():
 
     speaking = VADStep(prob=0.9, speaking=True, started=True, speech_start=1.0, speech_end=2.0)
     await clock.advance_to(2.0)
-    assert det.on_audio(frame(2.0 - FRAME_S, speaking), speaking) == []
+    assert await det.on_audio(frame(2.0 - FRAME_S, speaking), speaking) == []
     quiet = VADStep(prob=0.0, speaking=False, stopped=True, speech_start=1.0, speech_end=2.0)
     await clock.advance_to(2.79)
-    assert det.on_audio(frame(2.79 - FRAME_S, quiet), quiet) == []
+    assert await det.on_audio(frame(2.79 - FRAME_S, quiet), quiet) == []
     await clock.advance_to(2.8)
-    out = det.on_audio(frame(2.8 - FRAME_S, quiet), quiet)
+    out = await det.on_audio(frame(2.8 - FRAME_S, quiet), quiet)
     assert [type(s) for s in out] == [TurnEndFrame]
     assert out[0].at == 2.8
     await clock.advance_to(10.0)
-    assert det.on_audio(frame(10.0 - FRAME_S, quiet), quiet) == []
+    assert await det.on_audio(frame(10.0 - FRAME_S, quiet), quiet) == []

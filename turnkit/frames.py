@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentAudioStartedFrame",
     "AgentAudioStoppedFrame",
+    "AgentTextFrame",
     "AudioInFrame",
     "AudioOutFrame",
     "CancelFrame",
@@ -217,6 +218,15 @@ class AgentAudioStoppedFrame(SystemFrame):
 
     reply_id: int = 0
     reason: str = "completed"
+
+
+@dataclass(slots=True, kw_only=True)
+class AgentTextFrame(SystemFrame):
+    """The text of the agent's reply that started playing (sent upstream so
+    end-of-turn detectors can judge the caller's answer in its context)."""
+
+    reply_id: int = 0
+    text: str = ""
 
 
 @dataclass(slots=True, kw_only=True)

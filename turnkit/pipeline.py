@@ -61,6 +61,8 @@ class FrameProcessor:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._busy = False
+        self._idle_event = asyncio.Event()
+        self._idle_event.set()
         self.flushed_frames = 0
 
     # -- wiring -----------------------------------------------------------
@@ -83,6 +85,11 @@ class FrameProcessor:
     @property
     def idle(self) -> bool:
         return not (self._busy or self._system or self._data)
+
+    async def wait_idle(self) -> None:
+        while not self.idle:
+            self._idle_event.clear()
+            await self._idle_event.wait()
 
     # -- queueing ---------------------------------------------------------
     def queue_frame_nowait(
@@ -139,6 +146,8 @@ class FrameProcessor:
             # Frames that arrived meanwhile were queued; our task takes them.
             if self._system or self._data:
                 self._wakeup.set()
+            else:
+                self._idle_event.set()
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await self.push_frame(frame, direction)
@@ -187,14 +196,15 @@ class Pipeline:
     def queue_frame_nowait(self, frame: Frame) -> None:
         self.processors[0].queue_frame_nowait(frame)
 
-    async def wait_idle(self, max_rounds: int = 10_000) -> None:
-        """Return once no processor has queued or in-flight frames."""
-        for _ in range(max_rounds):
+    async def wait_idle(self) -> None:
+        """Return once no processor has queued or in-flight frames (a
+        processor may be waiting on a thread or a socket: we wait with it)."""
+        while True:
             await settle()
-            if all(p.idle for p in self.processors):
+            busy = next((p for p in self.processors if not p.idle), None)
+            if busy is None:
                 return
-            await asyncio.sleep(0)
-        raise RuntimeError("pipeline did not become idle")
+            await busy.wait_idle()
 
     async def stop(self) -> None:
         for p in self.processors:

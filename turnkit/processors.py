@@ -10,6 +10,7 @@ from __future__ import annotations
 from turnkit.audio.vad import VADAnalyzer
 from turnkit.detectors.base import EndOfTurnDetector
 from turnkit.frames import (
+    AgentTextFrame,
     AudioInFrame,
     Frame,
     StartFrame,
@@ -60,13 +61,17 @@ class TurnDetectorProcessor(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         if isinstance(frame, StartFrame):
             self.detector.reset()
+        elif isinstance(frame, AgentTextFrame):
+            # What the agent is saying is context for text detectors ("what
+            # is your card number?" makes "four one" likely unfinished).
+            self.detector.set_agent_text(frame.text)
         await self.push_frame(frame, direction)
         if direction is not FrameDirection.DOWNSTREAM:
             return
         if isinstance(frame, AudioInFrame) and frame.vad is not None:
-            signals = self.detector.on_audio(frame, frame.vad)
+            signals = await self.detector.on_audio(frame, frame.vad)
         elif isinstance(frame, TranscriptFrame):
-            signals = self.detector.on_transcript(frame)
+            signals = await self.detector.on_transcript(frame)
         else:
             return
         for s in signals:

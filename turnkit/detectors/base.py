@@ -8,7 +8,10 @@ may start), and :class:`~turnkit.frames.TurnResumedFrame` when the caller
 speaks again after either. Time comes only from the injected clock.
 
 Hosts (the replay harness, the Pipecat and LiveKit plugins) call the same
-three methods; none of them knows which detector it runs.
+async methods; none of them knows which detector it runs. They are async so
+that a detector may wait on an engine (``llm-eou``); a model that runs
+locally reports its wall-clock cost in ``compute_ms``, which the replay adds
+to the decision time.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ class EndOfTurnDetector:
         self.agent_text = text
 
     # -- evidence ------------------------------------------------------------
-    def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
+    async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
         """One caller audio frame with the VAD's verdict; ``clock.now()`` is
         the end of the frame. The base opens turns and signals resumption."""
         out: list[SystemFrame] = []
@@ -79,7 +82,7 @@ class EndOfTurnDetector:
             self.turn_open = True
         return out
 
-    def on_transcript(self, frame: TranscriptFrame) -> list[SystemFrame]:
+    async def on_transcript(self, frame: TranscriptFrame) -> list[SystemFrame]:
         return []
 
     # -- helpers for subclasses ----------------------------------------------

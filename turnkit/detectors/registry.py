@@ -76,6 +76,18 @@ def create_detector(spec: str, clock: Clock) -> EndOfTurnDetector:
     return cls(clock, params, spec=spec)
 
 
+BUILTIN = ("silence", "smart_turn", "semantic_text", "llm_eou", "fused")
+
+
 def _load_builtin() -> None:
     # Importing registers them; kept lazy so `import turnkit` stays light.
-    from turnkit.detectors import silence  # noqa: F401
+    # A detector whose optional model package is missing still registers:
+    # it says which extra to install when it is created.
+    import importlib
+
+    for mod in BUILTIN:
+        try:
+            importlib.import_module(f"turnkit.detectors.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"turnkit.detectors.{mod}":
+                raise

@@ -32,8 +32,8 @@ class SilenceDetector(EndOfTurnDetector):
     Params = SilenceParams
     params: SilenceParams
 
-    def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
-        out = super().on_audio(frame, vad)
+    async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
+        out = await super().on_audio(frame, vad)
         if self.turn_open and not vad.speaking:
             silent_s = self.clock.now() - vad.speech_end
             if silent_s * 1000 >= self.params.stop_ms - 1e-6:

@@ -21,6 +21,7 @@ from turnkit.clock import Clock
 from turnkit.frames import (
     AgentAudioStartedFrame,
     AgentAudioStoppedFrame,
+    AgentTextFrame,
     AudioInFrame,
     Frame,
     TurnEndFrame,
@@ -54,6 +55,8 @@ class ReplyPlanner(Protocol):
     def turn_for(self, decision_at: float) -> int | None: ...
 
     def play_until(self, turn: int | None, first_audio_at: float) -> float: ...
+
+    def reply_text(self, turn: int | None) -> str: ...
 
 
 class SimulatedAgent(FrameProcessor):
@@ -126,6 +129,14 @@ class SimulatedAgent(FrameProcessor):
         reply.planned_end = self.planner.play_until(reply.turn, reply.first_audio_at)
         self._speaking = reply
         await self.push_frame(AgentAudioStartedFrame(at=reply.first_audio_at, reply_id=reply.id))
+        await self.push_frame(
+            AgentTextFrame(
+                at=reply.first_audio_at,
+                reply_id=reply.id,
+                text=self.planner.reply_text(reply.turn),
+            ),
+            FrameDirection.UPSTREAM,
+        )
         await self.clock.sleep(reply.planned_end - self.clock.now())
         if self._speaking is reply:
             self._tasks.pop(reply.id, None)  # finishing normally: don't cancel ourselves

@@ -36,7 +36,7 @@ from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.latency import LatencyModel
 from turnkit.replay.metrics import CallScore, score_call
 from turnkit.replay.oracle import OracleTranscriber, oracle_words
-from turnkit.replay.recording import Recording, RecordingError, load_recording
+from turnkit.replay.recording import AgentTurn, Recording, RecordingError, load_recording
 
 __all__ = ["LabelPlanner", "ReplayConfig", "replay_call", "replay_many"]
 
@@ -85,12 +85,19 @@ class LabelPlanner:
                 idx = i
         return idx
 
-    def play_until(self, turn: int | None, first_audio_at: float) -> float:
+    def _agent_turn(self, turn: int | None) -> AgentTurn | None:
         if turn is None:
-            return first_audio_at + self.default_reply_s
+            return None
         t = self.turns[turn]
         nxt = self.turns[turn + 1].start if turn + 1 < len(self.turns) else float("inf")
-        agent = next((a for a in self.agent_turns if t.start < a.start < nxt), None)
+        return next((a for a in self.agent_turns if t.start < a.start < nxt), None)
+
+    def reply_text(self, turn: int | None) -> str:
+        agent = self._agent_turn(turn)
+        return agent.text if agent is not None else ""
+
+    def play_until(self, turn: int | None, first_audio_at: float) -> float:
+        agent = self._agent_turn(turn)
         if agent is None:
             return first_audio_at + self.default_reply_s
         if agent.end > first_audio_at:
