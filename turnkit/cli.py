@@ -84,6 +84,7 @@ def replay(
     _setup_logging(verbose)
     from turnkit.clock import VirtualClock
     from turnkit.detectors.registry import DetectorSpecError, create_detector
+    from turnkit.replay.compare import paired_compare
     from turnkit.replay.latency import LatencyModel, LatencySpecError
     from turnkit.replay.metrics import CallScore, aggregate
     from turnkit.replay.recording import find_recordings
@@ -148,6 +149,9 @@ def replay(
     failed.sort(key=lambda f: f["path"])
 
     _print_results(results, len(calls), len(failed), elapsed, n_workers)
+    comparisons = [paired_compare(results[0], r, seed=seed) for r in results[1:]]
+    if comparisons:
+        _print_comparisons(comparisons)
     if per_turn:
         _print_turns(results)
     if json_path is not None:
@@ -159,6 +163,7 @@ def replay(
             "workers": n_workers,
             "elapsed_seconds": round(elapsed, 3),
             "results": results,
+            "comparisons": comparisons,
         }
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(doc, indent=2) + "\n")
@@ -203,6 +208,33 @@ def _print_results(
             " / ".join(_fmt(fbi[k], pct=True) for k in ("backchannel", "echo", "noise")),
             _fmt(r["barge_in_recall"], pct=True),
             "—" if speed is None else f"{speed:.0f}×",
+        )
+    out.print(table)
+
+
+def _ci(d: dict[str, Any], pct: bool = False) -> str:
+    est, (lo, hi) = d["estimate"], d["ci95"]
+    if est is None:
+        return "—"
+    if pct:
+        return f"{est * 100:+.1f} pp  [{lo * 100:+.1f}, {hi * 100:+.1f}]"
+    return f"{est:+.0f} ms  [{lo:+.0f}, {hi:+.0f}]"
+
+
+def _print_comparisons(comparisons: list[dict[str, Any]]) -> None:
+    table = Table(
+        title=f"paired vs {comparisons[0]['baseline']} — same turns, 95% bootstrap CI over calls",
+        title_justify="left",
+    )
+    for col in ("detector", "turns", "Δ median response", "Δ interruption rate", "Δ missed rate"):
+        table.add_column(col)
+    for c in comparisons:
+        table.add_row(
+            c["detector"],
+            f"{c['turns']} ({c['calls']} calls)",
+            _ci(c["median_response_diff_ms"]),
+            _ci(c["interruption_rate_diff"], pct=True),
+            _ci(c["missed_rate_diff"], pct=True),
         )
     out.print(table)
 
