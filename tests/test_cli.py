@@ -225,3 +225,22 @@ def test_stereo_and_48k_caller_audio_is_accepted_with_a_warning(tmp_path: Path) 
     b = json.loads((tmp_path / "m.json").read_text())["results"][0]
     assert a["turns"] == b["turns"] and a["missed_rate"] == b["missed_rate"]
     assert ref.returncode == 0
+
+
+def test_sweep_reports_operating_points_with_the_silence_baseline(tmp_path: Path) -> None:
+    out = tmp_path / "sw.json"
+    proc = turnkit("replay", str(GOOD), "-d", "silence:stop_ms=500", "--sweep", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "operating points" in proc.stdout
+    doc = json.loads(out.read_text())
+    (sw,) = doc["sweeps"]  # the given detector is silence itself
+    assert sw["detector"] == "silence" and sw["param"] == "stop_ms"
+    lat = [p["eot_mean_ms"] for p in sw["points"]]
+    assert lat == sorted(lat)  # a longer timer never decides sooner
+    assert set(sw) >= {
+        "cutoff_at_300ms",
+        "cutoff_at_600ms",
+        "latency_at_5pct_ms",
+        "latency_at_10pct_ms",
+    }
+    assert [r["detector"] for r in doc["results"]] == ["silence:stop_ms=500"]

@@ -78,6 +78,10 @@ def replay(
     ] = 5.0,
     seed: Annotated[int, typer.Option(help="seed for sampled latencies")] = 0,
     per_turn: Annotated[bool, typer.Option(help="also print every turn")] = False,
+    sweep: Annotated[
+        bool,
+        typer.Option(help="score each detector (and silence) across its threshold/delay grid"),
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Replay calls through each detector on a virtual clock and score them."""
@@ -112,13 +116,24 @@ def replay(
     except ValueError as exc:
         _fail(f"bad replay option: {str(exc).splitlines()[-1]}")
 
+    grids: dict[str, tuple[str, list[tuple[float, str]]]] = {}
+    if sweep:
+        from turnkit.replay.sweep import BASELINE, grid
+
+        for spec in [BASELINE, *specs]:
+            try:
+                grids.setdefault(spec.partition(":")[0], grid(spec))
+            except ValueError as exc:
+                _fail(str(exc))
+    run_specs = list(dict.fromkeys([*specs, *(s for _, pts in grids.values() for _, s in pts)]))
+
     calls = find_recordings(paths)
     if not any((c / "call.json").is_file() for c in calls):
         _fail(f"no recordings (no call.json) under {', '.join(str(p) for p in paths)}")
     n_workers = workers if workers > 0 else (os.cpu_count() or 1)
     n_workers = min(n_workers, len(calls))
 
-    scores: dict[str, list[CallScore]] = {s: [] for s in specs}
+    scores: dict[str, list[CallScore]] = {s: [] for s in run_specs}
     failed: list[dict[str, str]] = []
     t0 = time.perf_counter()
     with Progress(
@@ -132,12 +147,12 @@ def replay(
         disable=not err.is_terminal,
     ) as progress:
         task = progress.add_task("replay", total=len(calls))
-        for _path, res in replay_many(calls, specs, config, n_workers):
+        for _path, res in replay_many(calls, run_specs, config, n_workers):
             if isinstance(res, CallFailure):
                 failed.append({"path": res.path, "error": res.error})
                 err.print(f"[red]error:[/red] {res.error}", highlight=False, soft_wrap=True)
             else:
-                for spec, score in zip(specs, res, strict=True):
+                for spec, score in zip(run_specs, res, strict=True):
                     scores[spec].append(score)
             progress.advance(task)
     elapsed = time.perf_counter() - t0
@@ -152,6 +167,9 @@ def replay(
     comparisons = [paired_compare(results[0], r, seed=seed) for r in results[1:]]
     if comparisons:
         _print_comparisons(comparisons)
+    sweeps = _sweeps(grids, scores)
+    if sweeps:
+        _print_sweeps(sweeps)
     if per_turn:
         _print_turns(results)
     if json_path is not None:
@@ -164,6 +182,7 @@ def replay(
             "elapsed_seconds": round(elapsed, 3),
             "results": results,
             "comparisons": comparisons,
+            "sweeps": sweeps,
         }
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(doc, indent=2) + "\n")
@@ -237,6 +256,69 @@ def _print_comparisons(comparisons: list[dict[str, Any]]) -> None:
             _ci(c["missed_rate_diff"], pct=True),
         )
     out.print(table)
+
+
+def _sweeps(
+    grids: dict[str, tuple[str, list[tuple[float, str]]]], scores: dict[str, Any]
+) -> list[dict[str, Any]]:
+    from turnkit.replay.metrics import aggregate
+    from turnkit.replay.sweep import budgets, sweep_point
+
+    out = []
+    for name, (param, pts) in grids.items():
+        points = []
+        for value, spec in pts:
+            calls = sorted(scores[spec], key=lambda s: s.call)
+            holds: dict[str, list[int]] = {}
+            for c in calls:
+                for kind, (h, cut) in c.holds.items():
+                    acc = holds.setdefault(kind, [0, 0])
+                    acc[0] += h
+                    acc[1] += cut
+            points.append(sweep_point(value, aggregate(spec, calls), holds))
+        out.append({"detector": name, "param": param, "points": points, **budgets(points)})
+    return out
+
+
+def _print_sweeps(sweeps: list[dict[str, Any]]) -> None:
+    table = Table(
+        title="operating points (holds ≥ 100 ms; latency = mean end-of-turn decision delay)",
+        title_justify="left",
+    )
+    for col in (
+        "detector",
+        "grid",
+        "cutoff @300 ms",
+        "cutoff @600 ms",
+        "latency @5%",
+        "latency @10%",
+    ):
+        table.add_column(col)
+    for sw in sweeps:
+        values = [p["value"] for p in sw["points"]]
+        table.add_row(
+            sw["detector"],
+            f"{sw['param']} {min(values):g}…{max(values):g} ({len(values)})",
+            _fmt(sw["cutoff_at_300ms"], pct=True),
+            _fmt(sw["cutoff_at_600ms"], pct=True),
+            _fmt(sw["latency_at_5pct_ms"], " ms"),
+            _fmt(sw["latency_at_10pct_ms"], " ms"),
+        )
+    out.print(table)
+    for sw in sweeps:
+        pts = Table(title=f"{sw['detector']} by {sw['param']}", title_justify="left")
+        for col in (sw["param"], "hold cutoff", "eot mean", "eot p50", "interruption", "resp p50"):
+            pts.add_column(col, justify="right")
+        for p in sw["points"]:
+            pts.add_row(
+                f"{p['value']:g}",
+                _fmt(p["hold_cutoff_rate"], pct=True),
+                _fmt(p["eot_mean_ms"], " ms"),
+                _fmt(p["eot_p50_ms"], " ms"),
+                _fmt(p["interruption_rate"], pct=True),
+                _fmt(p["response_p50_ms"], " ms"),
+            )
+        out.print(pts)
 
 
 def _print_turns(results: list[dict[str, Any]]) -> None:

@@ -23,7 +23,13 @@ __all__ = ["SilenceDetector"]
 
 
 class SilenceParams(DetectorParams):
-    stop_ms: float = Field(800.0, ge=0, le=60_000, description="VAD silence that ends a turn")
+    stop_ms: float = Field(
+        800.0,
+        ge=0,
+        le=60_000,
+        description="VAD silence that ends a turn",
+        json_schema_extra={"sweep": [100, 200, 300, 400, 500, 600, 800, 1000, 1200, 1500, 2000]},
+    )
 
 
 @register

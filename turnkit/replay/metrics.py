@@ -23,6 +23,7 @@ from turnkit.replay.recording import Recording
 __all__ = ["CallScore", "EventScore", "TurnScore", "aggregate", "score_call"]
 
 EPS = 1e-6
+MIN_HOLD_S = 0.1
 EVENT_KINDS = ("backchannel", "echo", "noise")
 
 
@@ -112,7 +113,9 @@ def score_call(
         mine = [r for r in replies if r.turn == i]
         cut = [r for r in mine if r.decision_at < turn.end - EPS]
         used.update(r.id for r in cut)
-        gaps = turn.gaps()
+        # Published end-of-turn benchmarks count every pause of 100 ms or
+        # more as a hold; shorter gaps are part of the speech.
+        gaps = [g for g in turn.gaps() if g[1] - g[0] >= MIN_HOLD_S]
         cut_kinds: list[str] = []
         for g in gaps:
             hold_counts[g[2]][0] += 1

@@ -1,0 +1,289 @@
+"""The fused end-of-turn detector: how the words sound, whether they are
+finished, and how long the silence has lasted — one probability, one wait.
+
+Evidence, gathered once per pause (when the VAD says the caller stopped):
+
+* ``p_audio`` — Smart Turn v3 on the last 8 s of caller audio (prosody);
+* ``p_text`` — the semantic-text model on the transcript so far, given the
+  agent's last message (re-scored if a later transcript arrives during the
+  pause, since recognisers lag the audio);
+* optionally ``p_llm`` — an OpenAI-compatible engine's end-of-turn token
+  probability (``llm=on``).
+
+They are fused in logit space (a weighted mean of log-odds: models that
+agree reinforce, a confident "unfinished" from one is not drowned by a lukewarm
+"finished" from another). The fused ``p`` sets a **continuous** wait::
+
+    wait(p) = min_wait + (max_wait - min_wait) * (1 - p) ** curve
+
+so a clearly finished turn is answered after ``min_wait`` of silence, a
+clearly unfinished one gets up to ``max_wait``, and everything between gets
+something between — rather than LiveKit's binary choice of min or max. The
+turn ends once the silence since the last speech frame reaches the wait.
+
+Patience profiles set ``min_wait``, ``max_wait`` and ``curve``:
+``default``; ``patient`` for callers reading numbers, spelling or giving an
+address; ``snappy`` for yes/no confirmations. ``profile=auto`` (the default)
+switches by context: the agent's last message asking for a number, a
+spelling or an address selects ``patient``; a yes/no question selects
+``snappy``.
+
+An *eager* signal (``TurnEagerFrame``) goes out once per pause when ``p``
+reaches ``eager`` before the end is committed, so a draft reply can start.
+
+Example::
+
+    det = create_detector("fused", clock)                 # auto profile
+    det = create_detector("fused:profile=patient,audio=off", clock)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections import deque
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field
+
+from turnkit.audio.vad import VADStep
+from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
+from turnkit.detectors.registry import register
+from turnkit.frames import AudioInFrame, SystemFrame, TranscriptFrame, TurnEagerFrame
+
+__all__ = ["PROFILES", "FusedDetector", "Profile", "choose_profile", "wait_ms"]
+
+log = logging.getLogger(__name__)
+
+
+class Profile(DetectorParams):
+    min_wait_ms: float = Field(ge=0)
+    max_wait_ms: float = Field(ge=0)
+    curve: float = Field(gt=0)
+
+
+PROFILES: dict[str, Profile] = {
+    "default": Profile(min_wait_ms=200, max_wait_ms=2000, curve=1.5),
+    # Digits, spelling, addresses come in chunks with long pauses between.
+    "patient": Profile(min_wait_ms=400, max_wait_ms=3000, curve=1.0),
+    # "yes" / "no" / "correct": answer as soon as it is said.
+    "snappy": Profile(min_wait_ms=120, max_wait_ms=1200, curve=2.0),
+}
+
+_PATIENT = re.compile(
+    r"\b(number|digits?|card|phone|account|zip|post ?code|address|street|spell|spelling|"
+    r"email|date of birth|reference|confirmation code|order id|booking code|last four)\b"
+)
+_YES_NO = re.compile(
+    r"(^|[.!?]\s*)(is|are|was|were|do|does|did|can|could|would|will|shall|should|have|has|"
+    r"may|am)\b[^.!?]*\?\s*$|\b(right|correct|okay|ok)\?\s*$"
+)
+
+
+def choose_profile(agent_text: str) -> str:
+    """The patience profile the agent's last message calls for."""
+    text = agent_text.strip().lower()
+    if not text:
+        return "default"
+    last = re.split(r"(?<=[.!?])\s+", text)[-1]
+    if _PATIENT.search(last):
+        return "patient"
+    if _YES_NO.search(last):
+        return "snappy"
+    return "default"
+
+
+def wait_ms(p: float, profile: Profile) -> float:
+    p = min(1.0, max(0.0, p))
+    return (
+        profile.min_wait_ms
+        + (profile.max_wait_ms - profile.min_wait_ms) * (1.0 - p) ** profile.curve
+    )
+
+
+def _logit(p: float) -> float:
+    p = min(1 - 1e-4, max(1e-4, p))
+    return math.log(p / (1 - p))
+
+
+class FusedParams(DetectorParams):
+    profile: Literal["auto", "default", "patient", "snappy"] = "auto"
+    audio: Literal["auto", "on", "off"] = Field(
+        "auto", description="Smart Turn: auto = use it when pipecat-ai is installed"
+    )
+    text: Literal["on", "off"] = "on"
+    llm: Literal["on", "off"] = "off"
+    w_audio: float = Field(1.0, ge=0)
+    w_text: float = Field(1.0, ge=0)
+    w_llm: float = Field(1.0, ge=0)
+    eager: float = Field(0.5, ge=0, le=1)
+    scale: float = Field(
+        1.0,
+        gt=0,
+        description="multiplies both waits (the sweep's knob)",
+        json_schema_extra={"sweep": [0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0]},
+    )
+    min_wait_ms: float | None = Field(None, ge=0, description="overrides the profile's")
+    max_wait_ms: float | None = Field(None, ge=0, description="overrides the profile's")
+    base_url: str = "http://127.0.0.1:8080/v1"
+    llm_timeout_ms: float = Field(300, gt=0)
+
+
+@register
+class FusedDetector(EndOfTurnDetector):
+    name = "fused"
+    Params = FusedParams
+    params: FusedParams
+
+    # Loaded once per process: several detectors in one replay share them.
+    _models: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, clock: Any, params: DetectorParams | None = None, spec: str = "") -> None:
+        super().__init__(clock, params, spec)
+        p = self.params
+        self._audio_model = self._load_audio() if p.audio != "off" else None
+        self._text_model = self._load("text") if p.text == "on" else None
+        self._llm = self._load_llm() if p.llm == "on" else None
+        self._buffer: deque[np.ndarray] = deque(maxlen=int(8.0 * 16000 / 512) + 1)
+        self.last_evidence: dict[str, float] = {}
+
+    # -- models ---------------------------------------------------------------
+    def _load_audio(self) -> Any:
+        try:
+            return self._load("audio")
+        except Exception as exc:
+            if self.params.audio == "on":
+                raise
+            log.warning("fused: Smart Turn unavailable (%s); deciding on text and silence", exc)
+            return None
+
+    def _load(self, kind: str) -> Any:
+        model = self._models.get(kind)
+        if model is None:
+            if kind == "audio":
+                from turnkit.detectors.smart_turn import SmartTurnModel
+
+                model = SmartTurnModel()
+            else:
+                from turnkit.text.semantic_model import SemanticTextModel
+
+                model = SemanticTextModel.load()
+            self._models[kind] = model
+        return model
+
+    def _load_llm(self) -> Any:
+        from turnkit.llm.eou import LLMEndOfTurn
+
+        return LLMEndOfTurn(base_url=self.params.base_url, timeout_ms=self.params.llm_timeout_ms)
+
+    # -- state ------------------------------------------------------------------
+    def reset(self) -> None:
+        super().reset()
+        self.transcript = ""
+        self._pause: dict[str, Any] | None = None
+        if hasattr(self, "_buffer"):
+            self._buffer.clear()
+
+    def profile(self) -> Profile:
+        name = self.params.profile
+        if name == "auto":
+            name = choose_profile(self.agent_text)
+        base = PROFILES[name]
+        lo = self.params.min_wait_ms if self.params.min_wait_ms is not None else base.min_wait_ms
+        hi = self.params.max_wait_ms if self.params.max_wait_ms is not None else base.max_wait_ms
+        s = self.params.scale
+        return Profile(min_wait_ms=lo * s, max_wait_ms=max(lo, hi) * s, curve=base.curve)
+
+    # -- evidence -------------------------------------------------------------
+    async def on_transcript(self, frame: TranscriptFrame) -> list[SystemFrame]:
+        self.transcript = frame.text
+        if self._pause is not None and self._text_model is not None:
+            # A late transcript during the pause changes the text evidence.
+            t0 = time.perf_counter()
+            self._pause["p_text"] = float(self._text_model.predict(frame.text, self.agent_text))
+            self._pause["compute_ms"] += (time.perf_counter() - t0) * 1000
+            self._pause["p"] = self._fuse(self._pause)
+        return []
+
+    async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
+        was_signalled = self.signalled
+        out = await super().on_audio(frame, vad)
+        self._buffer.append(frame.audio)
+        if vad.speaking:
+            self._pause = None
+            if was_signalled and not self.signalled:
+                self.transcript = ""  # the caller went on: a new stretch of the turn
+            return out
+        if not self.turn_open:
+            return out
+        if self._pause is None:
+            if not vad.stopped:
+                return out
+            self._pause = await self._gather()
+            p = self._pause["p"]
+            if p >= self.params.eager:
+                out.append(
+                    TurnEagerFrame(
+                        at=self.clock.now(),
+                        detector=self.spec,
+                        probability=p,
+                        compute_ms=self._pause["compute_ms"],
+                    )
+                )
+        pause = self._pause
+        silent_ms = (self.clock.now() - vad.speech_end) * 1000
+        if silent_ms >= wait_ms(pause["p"], self.profile()) - 1e-6:
+            self._pause = None
+            ev = ", ".join(
+                f"{k}={pause[k]:.2f}" for k in ("p_audio", "p_text", "p_llm") if k in pause
+            )
+            out.append(
+                self._end(
+                    probability=pause["p"],
+                    compute_ms=pause["compute_ms"],
+                    reason=f"p={pause['p']:.2f} ({ev}) after {silent_ms:.0f} ms, {self._profile_name()}",
+                )
+            )
+            self.transcript = ""
+        return out
+
+    def _profile_name(self) -> str:
+        return (
+            self.params.profile
+            if self.params.profile != "auto"
+            else f"auto→{choose_profile(self.agent_text)}"
+        )
+
+    async def _gather(self) -> dict[str, Any]:
+        ev: dict[str, Any] = {"compute_ms": 0.0}
+        t0 = time.perf_counter()
+        if self._audio_model is not None and self._buffer:
+            ev["p_audio"] = float(self._audio_model.predict(np.concatenate(self._buffer)))
+        if self._text_model is not None and self.transcript:
+            ev["p_text"] = float(self._text_model.predict(self.transcript, self.agent_text))
+        ev["compute_ms"] = (time.perf_counter() - t0) * 1000
+        if self._llm is not None and self.transcript:
+            t1 = time.perf_counter()
+            try:
+                ev["p_llm"] = float(await self._llm.predict(self.transcript, self.agent_text))
+            except Exception as exc:  # the engine is optional evidence
+                log.debug("fused: llm evidence unavailable: %s", exc)
+            ev["compute_ms"] += (time.perf_counter() - t1) * 1000
+        ev["p"] = self._fuse(ev)
+        self.last_evidence = {k: v for k, v in ev.items() if k.startswith("p")}
+        return ev
+
+    def _fuse(self, ev: dict[str, Any]) -> float:
+        parts = [
+            (self.params.w_audio, ev.get("p_audio")),
+            (self.params.w_text, ev.get("p_text")),
+            (self.params.w_llm, ev.get("p_llm")),
+        ]
+        used = [(w, p) for w, p in parts if p is not None and w > 0]
+        if not used:
+            return 0.5  # silence alone: the middle of the wait range
+        z = sum(w * _logit(p) for w, p in used) / sum(w for w, _ in used)
+        return 1.0 / (1.0 + math.exp(-z))
