@@ -65,6 +65,9 @@ def replay(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="write results as JSON here")
     ] = None,
+    html_path: Annotated[
+        Path | None, typer.Option("--html", help="write a self-contained HTML report here")
+    ] = None,
     workers: Annotated[int, typer.Option(help="parallel processes (default: cores)")] = 0,
     llm_ttft_ms: Annotated[
         str, typer.Option(help="LLM first-token latency: ms, or percentiles 'p50=300,p95=900'")
@@ -172,6 +175,18 @@ def replay(
         _print_sweeps(sweeps)
     if per_turn:
         _print_turns(results)
+    if html_path is not None:
+        from turnkit.replay.report import write_report
+
+        write_report(
+            html_path,
+            results=results,
+            comparisons=comparisons,
+            sweeps=sweeps,
+            calls={spec: sorted(scores[spec], key=lambda s: s.call) for spec in specs},
+            failed=failed,
+        )
+        err.print(f"wrote {html_path}", highlight=False)
     if json_path is not None:
         doc: dict[str, Any] = {
             "turnkit": __version__,

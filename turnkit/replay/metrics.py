@@ -76,6 +76,10 @@ class CallScore:
     decisions: int
     compute_ms: list[float]
     spurious_replies: int
+    path: str = ""
+    # The agent's timeline, for reports: one dict per reply (decision,
+    # first audio, stop, reason, the turn it answers).
+    replies: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -204,6 +208,20 @@ def score_call(
         decisions=len(replies),
         compute_ms=[r.compute_ms for r in replies],
         spurious_replies=spurious,
+        path=str(rec.folder),
+        replies=[
+            {
+                "decision_at": round(r.decision_at, 4),
+                "compute_ms": round(r.compute_ms, 3),
+                "first_audio_at": None if r.first_audio_at is None else round(r.first_audio_at, 4),
+                "stopped_at": None if r.stopped_at is None else round(r.stopped_at, 4),
+                "planned_end": None if r.planned_end is None else round(r.planned_end, 4),
+                "stop_reason": r.stop_reason,
+                "turn": r.turn,
+                "cutoff": r.turn is not None and r.decision_at < rec.caller_turns[r.turn].end - EPS,
+            }
+            for r in replies
+        ],
     )
 
 
