@@ -3,7 +3,8 @@ finished, and how long the silence has lasted — one probability, one wait.
 
 Evidence, gathered once per pause (when the VAD says the caller stopped):
 
-* ``p_audio`` — Smart Turn v3 on the last 8 s of caller audio (prosody);
+* ``p_audio`` — Smart Turn v3 on the current turn's audio (prosody; from
+  500 ms before the turn's first speech, at most 8 s);
 * ``p_text`` — the semantic-text model on the transcript so far, given the
   agent's last message (re-scored if a later transcript arrives during the
   pause, since recognisers lag the audio);
@@ -43,15 +44,14 @@ import logging
 import math
 import re
 import time
-from collections import deque
 from typing import Any, ClassVar, Literal
 
-import numpy as np
 from pydantic import Field
 
 from turnkit.audio.vad import VADStep
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
 from turnkit.detectors.registry import register
+from turnkit.detectors.smart_turn import TurnAudio
 from turnkit.frames import AudioInFrame, SystemFrame, TranscriptFrame, TurnEagerFrame
 
 __all__ = ["PROFILES", "FusedDetector", "Profile", "choose_profile", "wait_ms"]
@@ -147,7 +147,7 @@ class FusedDetector(EndOfTurnDetector):
         self._audio_model = self._load_audio() if p.audio != "off" else None
         self._text_model = self._load("text") if p.text == "on" else None
         self._llm = self._load_llm() if p.llm == "on" else None
-        self._buffer: deque[np.ndarray] = deque(maxlen=int(8.0 * 16000 / 512) + 1)
+        self._turn_audio = TurnAudio()
         self.last_evidence: dict[str, float] = {}
 
     # -- models ---------------------------------------------------------------
@@ -184,8 +184,8 @@ class FusedDetector(EndOfTurnDetector):
         super().reset()
         self.transcript = ""
         self._pause: dict[str, Any] | None = None
-        if hasattr(self, "_buffer"):
-            self._buffer.clear()
+        if hasattr(self, "_turn_audio"):
+            self._turn_audio.clear()
 
     def profile(self) -> Profile:
         name = self.params.profile
@@ -196,6 +196,11 @@ class FusedDetector(EndOfTurnDetector):
         hi = self.params.max_wait_ms if self.params.max_wait_ms is not None else base.max_wait_ms
         s = self.params.scale
         return Profile(min_wait_ms=lo * s, max_wait_ms=max(lo, hi) * s, curve=base.curve)
+
+    def _profile_name(self) -> str:
+        if self.params.profile != "auto":
+            return self.params.profile
+        return f"auto→{choose_profile(self.agent_text)}"
 
     # -- evidence -------------------------------------------------------------
     async def on_transcript(self, frame: TranscriptFrame) -> list[SystemFrame]:
@@ -209,69 +214,69 @@ class FusedDetector(EndOfTurnDetector):
         return []
 
     async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
-        was_signalled = self.signalled
+        opening = vad.speaking and not self.turn_open
         out = await super().on_audio(frame, vad)
-        self._buffer.append(frame.audio)
+        self._turn_audio.push(frame, vad, opening)
         if vad.speaking:
-            self._pause = None
-            if was_signalled and not self.signalled:
-                self.transcript = ""  # the caller went on: a new stretch of the turn
+            self._pause = None  # speech again: the pending pause is void
             return out
         if not self.turn_open:
             return out
+        now = self.clock.now()
         if self._pause is None:
             if not vad.stopped:
                 return out
             self._pause = await self._gather()
-            p = self._pause["p"]
-            if p >= self.params.eager:
+            self._pause["at"] = now
+            if self._pause["p"] >= self.params.eager:
                 out.append(
                     TurnEagerFrame(
-                        at=self.clock.now(),
+                        at=now,
                         detector=self.spec,
-                        probability=p,
+                        probability=self._pause["p"],
                         compute_ms=self._pause["compute_ms"],
                     )
                 )
+                self.signalled = True  # speech after this yields TurnResumedFrame
         pause = self._pause
-        silent_ms = (self.clock.now() - vad.speech_end) * 1000
-        if silent_ms >= wait_ms(pause["p"], self.profile()) - 1e-6:
-            self._pause = None
-            ev = ", ".join(
-                f"{k}={pause[k]:.2f}" for k in ("p_audio", "p_text", "p_llm") if k in pause
+        silent_ms = (now - vad.speech_end) * 1000
+        if silent_ms < wait_ms(pause["p"], self.profile()) - 1e-6:
+            return out
+        self._pause = None
+        self._turn_audio.turn_start = None
+        evidence = ", ".join(
+            f"{k}={pause[k]:.2f}" for k in ("p_audio", "p_text", "p_llm") if k in pause
+        )
+        # The models ran when the pause began; only the part of their cost
+        # still running now delays the decision.
+        pending_ms = max(0.0, pause["compute_ms"] - (now - pause["at"]) * 1000)
+        out.append(
+            self._end(
+                probability=pause["p"],
+                compute_ms=pending_ms,
+                reason=(
+                    f"p={pause['p']:.2f} ({evidence}) after {silent_ms:.0f} ms, "
+                    f"{self._profile_name()}, models {pause['compute_ms']:.0f} ms"
+                ),
             )
-            out.append(
-                self._end(
-                    probability=pause["p"],
-                    compute_ms=pause["compute_ms"],
-                    reason=f"p={pause['p']:.2f} ({ev}) after {silent_ms:.0f} ms, {self._profile_name()}",
-                )
-            )
-            self.transcript = ""
+        )
+        self.transcript = ""
         return out
 
-    def _profile_name(self) -> str:
-        return (
-            self.params.profile
-            if self.params.profile != "auto"
-            else f"auto→{choose_profile(self.agent_text)}"
-        )
-
     async def _gather(self) -> dict[str, Any]:
-        ev: dict[str, Any] = {"compute_ms": 0.0}
+        ev: dict[str, Any] = {}
         t0 = time.perf_counter()
-        if self._audio_model is not None and self._buffer:
-            ev["p_audio"] = float(self._audio_model.predict(np.concatenate(self._buffer)))
+        if self._audio_model is not None:
+            audio = self._turn_audio.turn_audio(self.clock.now())
+            ev["p_audio"] = float(self._audio_model.predict(audio))
         if self._text_model is not None and self.transcript:
             ev["p_text"] = float(self._text_model.predict(self.transcript, self.agent_text))
-        ev["compute_ms"] = (time.perf_counter() - t0) * 1000
         if self._llm is not None and self.transcript:
-            t1 = time.perf_counter()
             try:
                 ev["p_llm"] = float(await self._llm.predict(self.transcript, self.agent_text))
             except Exception as exc:  # the engine is optional evidence
                 log.debug("fused: llm evidence unavailable: %s", exc)
-            ev["compute_ms"] += (time.perf_counter() - t1) * 1000
+        ev["compute_ms"] = (time.perf_counter() - t0) * 1000
         ev["p"] = self._fuse(ev)
         self.last_evidence = {k: v for k, v in ev.items() if k.startswith("p")}
         return ev

@@ -141,7 +141,11 @@ class SmartTurnModel:
 
 class SmartTurnParams(DetectorParams):
     threshold: float = Field(
-        0.5, gt=0, lt=1, description="P(complete) at or above which the model's 'done' is taken"
+        0.5,
+        gt=0,
+        lt=1,
+        description="P(complete) at or above which the model's 'done' is taken",
+        json_schema_extra={"sweep": [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]},
     )
     eager_threshold: float | None = Field(
         None,
@@ -217,6 +221,34 @@ class _Ring:
         return np.concatenate((self.buf[start:], self.buf[: self.pos]))
 
 
+class TurnAudio:
+    """The caller audio of the current turn, for audio models: the last
+    ``window_s`` of the stream, cut to start ``pre_speech_ms`` before the
+    turn's first speech (older audio is the agent's echo or the previous
+    turn, which drags the model's judgement)."""
+
+    def __init__(self, window_s: float = WINDOW_S, pre_speech_ms: float = 500.0) -> None:
+        self.ring = _Ring(round(window_s * SAMPLE_RATE))
+        self.pre_speech_ms = pre_speech_ms
+        self.turn_start: float | None = None
+
+    def clear(self) -> None:
+        self.ring.clear()
+        self.turn_start = None
+
+    def push(self, frame: AudioInFrame, vad: VADStep, opening: bool) -> None:
+        if frame.sample_rate != SAMPLE_RATE:
+            raise ValueError(f"audio models take {SAMPLE_RATE} Hz audio, got {frame.sample_rate}")
+        self.ring.push(np.asarray(frame.audio, dtype=np.float32).reshape(-1))
+        if opening:
+            self.turn_start = vad.speech_start
+
+    def turn_audio(self, now: float) -> np.ndarray:
+        start = self.turn_start if self.turn_start is not None else 0.0
+        seconds = now - start + self.pre_speech_ms / 1000
+        return self.ring.last(round(seconds * SAMPLE_RATE))
+
+
 @register
 class SmartTurnDetector(EndOfTurnDetector):
     """End of turn from Smart Turn v3's reading of the caller's voice, gated
@@ -263,15 +295,13 @@ class SmartTurnDetector(EndOfTurnDetector):
     ) -> None:
         super().__init__(clock, params, spec)
         self.model = model if model is not None else SmartTurnModel()
-        self._ring = _Ring(round(self.params.window_s * SAMPLE_RATE))
-        self._turn_start: float | None = None
+        self._audio = TurnAudio(self.params.window_s, self.params.pre_speech_ms)
         self._pause_reset()
 
     def reset(self) -> None:
         super().reset()
-        if hasattr(self, "_ring"):
-            self._ring.clear()
-        self._turn_start = None
+        if hasattr(self, "_audio"):
+            self._audio.clear()
         self._pause_reset()
 
     def _pause_reset(self) -> None:
@@ -280,14 +310,10 @@ class SmartTurnDetector(EndOfTurnDetector):
         self._infer_ms = 0.0  # its wall-clock cost
 
     async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
-        if frame.sample_rate != SAMPLE_RATE:
-            raise ValueError(f"smart-turn takes {SAMPLE_RATE} Hz audio, got {frame.sample_rate}")
         opening = vad.speaking and not self.turn_open
         out = await super().on_audio(frame, vad)
-        self._ring.push(np.asarray(frame.audio, dtype=np.float32).reshape(-1))
+        self._audio.push(frame, vad, opening)
         if vad.speaking:
-            if opening:
-                self._turn_start = vad.speech_start
             self._pause_reset()  # speech again: any pending pause is void
             return out
         if not self.turn_open:
@@ -297,7 +323,7 @@ class SmartTurnDetector(EndOfTurnDetector):
             # First silent frame of a pause: the VAD just confirmed the stop.
             self._infer_at = now
             t0 = time.perf_counter()
-            self._p = self.model.predict(self._turn_audio(now))
+            self._p = self.model.predict(self._audio.turn_audio(now))
             self._infer_ms = (time.perf_counter() - t0) * 1000
             committed = self._decide(now, vad, out)
             if not committed and self._p >= self.params.eager:
@@ -310,13 +336,6 @@ class SmartTurnDetector(EndOfTurnDetector):
             return out
         self._decide(now, vad, out)
         return out
-
-    def _turn_audio(self, now: float) -> np.ndarray:
-        """The turn so far: from ``pre_speech_ms`` before its first speech
-        (at most the ring's ``window_s``) up to ``now``."""
-        start = self._turn_start if self._turn_start is not None else 0.0
-        seconds = now - start + self.params.pre_speech_ms / 1000
-        return self._ring.last(round(seconds * SAMPLE_RATE))
 
     def _decide(self, now: float, vad: VADStep, out: list[SystemFrame]) -> bool:
         assert self._p is not None
@@ -340,6 +359,6 @@ class SmartTurnDetector(EndOfTurnDetector):
                 ),
             )
         )
-        self._turn_start = None
+        self._audio.turn_start = None
         self._pause_reset()
         return True
