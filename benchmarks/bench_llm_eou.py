@@ -86,7 +86,9 @@ async def run(base_url: str, n: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--base-url", default="", help="an engine already running (else one is started)")
+    ap.add_argument(
+        "--base-url", default="", help="an engine already running (else one is started)"
+    )
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--threads", type=int, default=2, help="llama-server threads when started here")
     args = ap.parse_args()
