@@ -90,7 +90,12 @@ def main() -> None:
         "--base-url", default="", help="an engine already running (else one is started)"
     )
     ap.add_argument("--n", type=int, default=30)
-    ap.add_argument("--threads", type=int, default=2, help="llama-server threads when started here")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="llama-server threads when started here (0: tests' default)",
+    )
     args = ap.parse_args()
     with contextlib.ExitStack() as stack:
         base_url = args.base_url
@@ -101,7 +106,7 @@ def main() -> None:
                 find_engine()
             except EngineMissing as exc:
                 sys.exit(f"bench_llm_eou: {exc}")
-            base_url = stack.enter_context(running_llama_server(threads=args.threads))
+            base_url = stack.enter_context(running_llama_server(threads=args.threads or None))
         asyncio.run(run(base_url, args.n))
 
 

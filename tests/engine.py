@@ -91,7 +91,16 @@ def closed_port() -> int:
     return free_port()
 
 
-def server_command(binary: Path, gguf: Path, port: int, threads: int = 2) -> list[str]:
+def default_threads() -> int:
+    """``TURNKIT_LLAMA_THREADS``, else 1. Measured on the 2-core CI-like
+    machine while other jobs ran: ``-t 2`` took ~3 s a request (ggml's
+    threads spin-wait on each other when a core is taken), ``-t 1`` 67 ms
+    warm / 390 ms cold."""
+    return int(os.environ.get("TURNKIT_LLAMA_THREADS") or 1)
+
+
+def server_command(binary: Path, gguf: Path, port: int, threads: int | None = None) -> list[str]:
+    threads = threads or default_threads()
     return [
         str(binary),
         "-m", str(gguf),
@@ -105,7 +114,7 @@ def server_command(binary: Path, gguf: Path, port: int, threads: int = 2) -> lis
 
 
 @contextlib.contextmanager
-def running_llama_server(threads: int = 2) -> Iterator[str]:
+def running_llama_server(threads: int | None = None) -> Iterator[str]:
     """Start llama-server on a free port, wait for ``/health``, yield the
     ``/v1`` base URL, stop it. Skips/fails as :func:`require_engine`."""
     binary, gguf = require_engine()
