@@ -390,7 +390,12 @@ async def test_other_sample_rates_are_refused():
 
 @pytest.mark.parametrize("call", ["easy-short-08", "phone-digits-02"])
 async def test_replay_on_corpus_calls_decides_with_model_cost(call):
-    score = await replay_call(load_recording(CORPUS / call), "smart-turn", ReplayConfig())
+    # min_wait_ms=0: a "complete" verdict ends the turn the moment inference
+    # returns, so its whole cost delays the decision (with a wait, a fast
+    # inference finishes inside it and rightly charges nothing).
+    score = await replay_call(
+        load_recording(CORPUS / call), "smart-turn:min_wait_ms=0", ReplayConfig()
+    )
     assert score.decisions > 0
     assert len(score.compute_ms) == score.decisions
     assert any(c > 0 for c in score.compute_ms)
