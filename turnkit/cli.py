@@ -435,6 +435,11 @@ def _root(
         raise typer.Exit(0)
 
 
+from turnkit.eot_cli import register as _register_eot  # noqa: E402
+
+_register_eot(app)
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,104 @@
+"""Semantic-text cost per decision on one core, against the silence
+detector's cost per audio frame, both measured in this run.
+
+    python benchmarks/bench_semantic_text.py [--decisions 2000]
+
+A decision is one model score of a new transcript (feature hashing + the
+weight sum + sigmoid), as the detector does once per pause or transcript
+change; the texts are the demo corpus transcripts and their prefixes with
+the agent's preceding line. Prints microseconds per decision, the ratio to
+the silence detector's per-frame ``on_audio`` and the 5 ms budget.
+Absolute times move with the machine's load; the ratios are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from turnkit.audio.vad import VADStep
+from turnkit.clock import VirtualClock
+from turnkit.detectors import create_detector
+from turnkit.frames import AudioInFrame
+from turnkit.text.normalize import normalize_text
+from turnkit.text.semantic_model import SemanticTextModel
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def corpus_texts(n: int) -> list[tuple[str, str]]:
+    pairs: list[tuple[str, str]] = []
+    for path in sorted((ROOT / "recordings").glob("*/call.json")):
+        agent = ""
+        for e in sorted(json.loads(path.read_text())["events"], key=lambda e: e["start"]):
+            if e["type"] == "agent_turn":
+                agent = e["text"]
+            elif e["type"] == "caller_turn":
+                words = normalize_text(e["text"]).split()
+                pairs += [(" ".join(words[:k]), agent) for k in range(1, len(words) + 1)]
+    while len(pairs) < n:
+        pairs.extend(pairs[: n - len(pairs)])
+    return pairs[:n]
+
+
+def best_of(fn, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--decisions", type=int, default=2000)
+    ap.add_argument("--frames", type=int, default=20000)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
+    texts = corpus_texts(args.decisions)
+    model = SemanticTextModel.load()
+
+    def semantic() -> None:
+        for text, agent in texts:
+            model.predict(text, agent)
+
+    clock = VirtualClock()
+    det = create_detector("silence", clock)
+    audio = np.zeros(512, dtype=np.float32)
+    steps = [
+        VADStep(prob=0.9 if (i // 40) % 2 else 0.0, speaking=bool((i // 40) % 2), speech_end=0.0)
+        for i in range(args.frames)
+    ]
+    frames = [
+        AudioInFrame(at=i * 0.032, audio=audio, sample_rate=16000) for i in range(args.frames)
+    ]
+
+    def silence() -> None:
+        async def run() -> None:
+            for f, s in zip(frames, steps, strict=True):
+                await det.on_audio(f, s)
+
+        asyncio.run(run())
+
+    semantic()  # warm up
+    t_sem = best_of(semantic, args.repeats) / len(texts)
+    t_sil = best_of(silence, args.repeats) / len(frames)
+    print(f"decisions: {len(texts)} transcripts from recordings/, best of {args.repeats}, one core")
+    print(
+        f"semantic-text: {t_sem * 1e6:8.1f} us/decision   ({t_sem * 1e3 / 5:.3f} of the 5 ms budget)"
+    )
+    print(f"silence:       {t_sil * 1e6:8.1f} us/frame")
+    print(f"ratio semantic-text decision / silence frame: {t_sem / t_sil:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,359 @@
+"""The semantic-text end-of-turn model, its detector and the eot-* commands."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from turnkit.audio.vad import VADStep
+from turnkit.clock import VirtualClock
+from turnkit.detectors import available, create_detector
+from turnkit.detectors.semantic_text import (
+    DEFAULT_EAGER_THRESHOLD,
+    DEFAULT_THRESHOLD,
+    SemanticTextDetector,
+)
+from turnkit.frames import AudioInFrame, TranscriptFrame, TurnEagerFrame, TurnEndFrame
+from turnkit.replay.oracle import normalize_text as oracle_normalize
+from turnkit.text.features import agent_context, feature_indices
+from turnkit.text.normalize import normalize_text
+from turnkit.text.semantic_model import SemanticTextModel
+
+REPO = Path(__file__).resolve().parent.parent
+SR = 16000
+FRAME_S = 512 / SR
+SILENCE = np.zeros(512, dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def model() -> SemanticTextModel:
+    return SemanticTextModel.load()
+
+
+# --- normaliser ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "norm"),
+    [
+        ("Hi, I'd like a table -- for two!", "hi i'd like a table for two"),
+        ("My number is: 415-555.", "my number is 415-555"),
+        ("'Quoted' words, uh-huh?", "quoted words uh-huh"),
+        ("  SPACES\tand\nlines ", "spaces and lines"),
+        ("", ""),
+    ],
+)
+def test_normalize_like_a_streaming_recogniser(raw, norm):
+    assert normalize_text(raw) == norm
+    assert normalize_text(norm) == norm  # idempotent
+
+
+def test_normalize_agrees_with_the_replay_oracle():
+    for s in (
+        "Yes. What time does the first flight leave?",
+        "It's twelve forty Main St.",
+        "a-b 'c'",
+    ):
+        assert normalize_text(s) == oracle_normalize(s)
+
+
+# --- model -----------------------------------------------------------------------
+
+
+def test_model_loads_from_the_package_and_is_small(model):
+    path = REPO / "turnkit" / "models" / "semantic_text.npz"
+    assert path.stat().st_size < 50e6
+    assert model.weights.dtype == np.float32
+    assert 0 < model.eager_threshold <= model.threshold < 1
+    assert SemanticTextModel.load() is model  # cached per process
+
+
+def test_detector_defaults_are_the_models(model):
+    assert model.threshold == pytest.approx(DEFAULT_THRESHOLD)
+    assert model.eager_threshold == pytest.approx(DEFAULT_EAGER_THRESHOLD)
+
+
+@pytest.mark.parametrize(
+    ("text", "agent"),
+    [("", ""), ("yes", ""), ("um", "Is that right?"), ("x " * 500, "?" * 50), ("ünïcode", "…")],
+)
+def test_predict_is_a_probability_and_deterministic(model, text, agent):
+    p = model.predict(text, agent)
+    assert 0.0 <= p <= 1.0
+    assert model.predict(text, agent) == p
+    assert feature_indices(text, agent) == feature_indices(text, agent)
+
+
+def test_finished_beats_its_unfinished_prefix(model):
+    done = model.predict("i'd like to book a table for two")
+    open_ = model.predict("i'd like to book a table for")
+    assert done > model.threshold > open_
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["four one five five", "it's four one five five nine", "my number is four one five"],
+)
+def test_digits_in_progress_after_a_card_number_question_are_unfinished(model, text):
+    assert model.predict(text, "Sure. What is your card number?") < model.threshold
+
+
+def test_four_digits_finish_an_answer_about_the_last_four(model):
+    agent = "What are the last four digits of your card?"
+    assert model.predict("four one five five", agent) >= model.threshold
+
+
+@pytest.mark.parametrize("answer", ["yes", "no", "correct", "yeah", "that's right"])
+def test_one_word_answer_to_a_yes_no_question_is_finished(model, answer):
+    assert model.predict(answer, "I have you down for Friday at ten. Is that right?") >= (
+        model.threshold
+    )
+
+
+@pytest.mark.parametrize("text", ["and um", "so", "i need help with my order and", "let me think"])
+def test_trailing_conjunctions_fillers_and_thinking_are_unfinished(model, text):
+    assert model.predict(text, "How can I help?") < model.threshold
+
+
+def test_agent_context_reads_question_kinds():
+    assert "A:yn" in agent_context("Okay. Is that right?")
+    assert "A:wh" in agent_context("What's your card number?")
+    assert "A:t=card" in agent_context("What's your card number?")
+    assert "A:t=last4" in agent_context("What are the last four digits of your card?")
+    assert agent_context("") == ["A:none"]
+
+
+# --- detector ----------------------------------------------------------------------
+
+
+def test_semantic_text_is_registered():
+    assert available()["semantic-text"] is SemanticTextDetector
+
+
+def test_bad_waits_are_spec_errors():
+    from turnkit.detectors import DetectorSpecError
+
+    with pytest.raises(DetectorSpecError, match="max_wait_ms"):
+        create_detector("semantic-text:min_wait_ms=900,max_wait_ms=500", VirtualClock())
+    with pytest.raises(DetectorSpecError, match="threshold"):
+        create_detector("semantic-text:threshold=2", VirtualClock())
+
+
+class Call:
+    """Speech from 0 to 1 s, then silence, one 32 ms frame at a time; the
+    transcript (and agent text) are handed in before the pause."""
+
+    def __init__(self, spec: str = "semantic-text:min_wait_ms=250,max_wait_ms=1500") -> None:
+        self.clock = VirtualClock()
+        self.det = create_detector(spec, self.clock)
+        self.t = 0.0
+
+    async def speak(self, until: float) -> list:
+        out = []
+        start = self.t
+        while self.t + FRAME_S <= until + 1e-9:
+            step = VADStep(prob=0.9, speaking=True, speech_start=start, speech_end=self.t + FRAME_S)
+            out += await self._frame(step)
+        return out
+
+    async def pause(self, seconds: float, speech_end: float) -> list[tuple[float, object]]:
+        out = []
+        stop = self.t + seconds
+        while self.t + FRAME_S <= stop + 1e-9:
+            # the VAD keeps "speaking" for its 96 ms stop window
+            speaking = self.t + FRAME_S - speech_end < 0.096
+            step = VADStep(prob=0.0, speaking=speaking, speech_end=speech_end)
+            out += [(self.clock.now(), s) for s in await self._frame(step)]
+        return out
+
+    async def _frame(self, step: VADStep) -> list:
+        frame = AudioInFrame(at=self.t, audio=SILENCE, sample_rate=SR, vad=step)
+        self.t += FRAME_S
+        await self.clock.advance_to(self.t)
+        return await self.det.on_audio(frame, step)
+
+    async def say(self, text: str) -> None:
+        await self.det.on_transcript(TranscriptFrame(at=self.clock.now(), text=text, is_final=True))
+
+
+async def _first_end(text: str, agent: str = "") -> tuple[float, TurnEndFrame, list]:
+    call = Call()
+    call.det.set_agent_text(agent)
+    await call.speak(1.0)
+    end_of_speech = call.t
+    await call.say(text)
+    out = await call.pause(3.0, end_of_speech)
+    ends = [(at, s) for at, s in out if isinstance(s, TurnEndFrame)]
+    assert len(ends) == 1
+    at, end = ends[0]
+    return at - end_of_speech, end, out
+
+
+async def test_finished_transcript_ends_after_min_wait():
+    waited, end, out = await _first_end("i'd like to book a table for two")
+    assert 0.25 - 1e-9 <= waited < 0.25 + FRAME_S
+    assert end.probability is not None and end.probability >= DEFAULT_THRESHOLD
+    assert end.detector == "semantic-text:min_wait_ms=250,max_wait_ms=1500"
+    eager = [s for _, s in out if isinstance(s, TurnEagerFrame)]
+    assert len(eager) == 1  # once per pause, before the commit
+    assert out[0][1] is eager[0]
+    # the model ran once, at the first quiet frame; the commit reuses it
+    assert eager[0].compute_ms > 0
+    assert end.compute_ms == 0.0
+
+
+async def test_unfinished_transcript_waits_for_max_wait():
+    waited, end, out = await _first_end("my number is four one five", "What is your card number?")
+    assert 1.5 - 1e-9 <= waited < 1.5 + FRAME_S
+    assert end.probability is not None and end.probability < DEFAULT_THRESHOLD
+    assert not any(isinstance(s, TurnEagerFrame) for _, s in out)
+
+
+async def test_yes_after_a_yes_no_question_ends_fast():
+    waited, _, _ = await _first_end("yes", "Your table is booked for seven. Is that right?")
+    assert waited < 0.3
+
+
+async def test_no_transcript_yet_waits_for_max_wait():
+    waited, end, _ = await _first_end("")
+    assert waited >= 1.5 - 1e-9
+    assert end.probability == 0.0
+
+
+async def test_transcript_arriving_in_the_pause_is_scored_when_it_arrives():
+    call = Call()
+    await call.speak(1.0)
+    end_of_speech = call.t
+    await call.say("i'd like to book a table for")
+    assert not [s for _, s in await call.pause(0.5, end_of_speech) if isinstance(s, TurnEndFrame)]
+    await call.say("i'd like to book a table for two")  # the recogniser caught up
+    out = await call.pause(0.1, end_of_speech)
+    assert [type(s) for _, s in out] == [TurnEndFrame]
+
+
+async def test_the_transcript_is_forgotten_when_the_turn_ends():
+    call = Call()
+    await call.speak(1.0)
+    await call.say("i'd like to book a table for two")
+    e1 = call.t
+    out = await call.pause(0.5, e1)
+    assert any(isinstance(s, TurnEndFrame) for _, s in out)
+    assert call.det.text == ""
+    # next turn: speech but no transcript yet → not ended on the old text
+    await call.speak(call.t + 0.5)
+    e2 = call.t
+    out = await call.pause(1.0, e2)
+    assert not any(isinstance(s, TurnEndFrame) for _, s in out)
+
+
+async def test_scores_once_per_text_change():
+    call = Call()
+    await call.speak(1.0)
+    await call.say("i'd like to book a table for")
+    det = call.det
+    assert isinstance(det, SemanticTextDetector)
+    p1, ms1 = det.score()
+    p2, ms2 = det.score()
+    assert p1 == p2 and ms1 > 0 and ms2 == 0.0
+
+
+# --- eot-score / eot-eval ------------------------------------------------------------
+
+
+def turnkit(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "turnkit.cli", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+    )
+
+
+def test_eot_score_one_line_out_per_line_in_and_bad_lines_flagged(tmp_path):
+    lines = [
+        {"text": "yes", "context": [{"role": "assistant", "content": "Is that right?"}]},
+        "not json",
+        {"text": "four one five", "context": [{"role": "assistant", "content": "Card number?"}]},
+        {"context": []},
+        {"text": "i'd like to book a table for two"},
+    ]
+    f = tmp_path / "in.jsonl"
+    f.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+    r = turnkit("eot-score", "--detector", "semantic-text", str(f))
+    assert r.returncode == 1
+    out = [json.loads(s) for s in r.stdout.splitlines()]
+    assert len(out) == len(lines)
+    assert out[0]["end"] is True and 0 <= out[0]["p_end"] <= 1
+    assert "error" in out[1] and f"{f}:2:" in out[1]["error"]
+    assert out[2]["end"] is False
+    assert "error" in out[3] and "text" in out[3]["error"]
+    assert out[4]["end"] is True
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 2 and err[0].startswith(f"{f}:2:") and err[1].startswith(f"{f}:4:")
+    assert "Traceback" not in r.stderr
+
+
+def test_eot_score_good_input_exits_zero_and_reads_stdin():
+    r = turnkit("eot-score", "-", stdin='{"text": "so"}\n')
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {
+        "p_end": pytest.approx(json.loads(r.stdout)["p_end"]),
+        "end": False,
+    }
+
+
+def test_eot_score_rejects_a_detector_that_does_not_score_text(tmp_path):
+    f = tmp_path / "in.jsonl"
+    f.write_text('{"text": "yes"}\n')
+    r = turnkit("eot-score", "--detector", "silence", str(f))
+    assert r.returncode == 2
+    assert "does not score text" in r.stderr and "semantic-text" in r.stderr
+
+
+def test_eot_eval_prints_per_class_accuracy(tmp_path):
+    (tmp_path / "ten_finished.txt").write_text("I would like to book a table for two\n你好\n")
+    (tmp_path / "ten_unfinished.txt").write_text("I would like to book a table for\n")
+    (tmp_path / "ten_wait.txt").write_text("Stop talking\n")
+    ts = [
+        {"prompt": "can you help me with my order", "response": {"eou_probability": 1.0}},
+        {"prompt": "so what do you think about", "response": {"eou_probability": 0.1}},
+        {"prompt": "um", "response": {"eou_probability": 0.5}},
+    ]
+    (tmp_path / "turnsense_dataset_test.json").write_text(json.dumps(ts))
+    out_json = tmp_path / "rows.json"
+    r = turnkit("eot-eval", "--eval-dir", str(tmp_path), "--json", str(out_json))
+    assert r.returncode == 0, r.stderr
+    for word in ("finished", "unfinished", "wait", "complete", "incomplete", "90.64%"):
+        assert word in r.stdout
+    rows = {(x["set"], x["class"]): x for x in json.loads(out_json.read_text())["rows"]}
+    assert rows[("TEN (English)", "finished")]["n"] == 1  # the Chinese line is left out
+    assert rows[("turnsense", "complete")]["n"] == 1
+
+
+# --- training determinism (slow: set TURNKIT_SLOW=1) ---------------------------------------
+
+
+@pytest.mark.skipif(not os.environ.get("TURNKIT_SLOW"), reason="slow: set TURNKIT_SLOW=1")
+def test_training_script_is_deterministic(tmp_path):
+    shas = []
+    for k in range(2):
+        out = tmp_path / f"m{k}.npz"
+        subprocess.run(
+            [sys.executable, str(REPO / "scripts" / "train_semantic_text.py"), "--out", str(out)],
+            check=True,
+            capture_output=True,
+            timeout=1800,
+        )
+        shas.append(hashlib.sha256(out.read_bytes()).hexdigest())
+    assert shas[0] == shas[1]
+    packaged = REPO / "turnkit" / "models" / "semantic_text.npz"
+    assert hashlib.sha256(packaged.read_bytes()).hexdigest() == shas[0]

@@ -1,0 +1,214 @@
+"""Hashed features for the semantic end-of-turn model.
+
+What decides whether a transcript is a finished turn is mostly its tail (the
+last words: "... for" is unfinished, "... for two" is not), a little of its
+head and length, digits and spelled letters in progress, and what the agent
+last asked: after "is that right?" a lone "yes" is done; after "what is your
+card number?" four digits are not. Every feature is a short string hashed
+(CRC-32, stable across processes) into ``2**bits`` slots; the model is one
+weight per slot plus a bias (logistic regression), so scoring is a handful
+of dictionary-free additions.
+
+Example::
+
+    idx = feature_indices("my number is four one five", "What's your phone number?")
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+
+from turnkit.text.normalize import normalize_text
+
+__all__ = [
+    "DEFAULT_BITS",
+    "FEATURE_VERSION",
+    "agent_context",
+    "feature_indices",
+    "text_features",
+]
+
+FEATURE_VERSION = 2
+DEFAULT_BITS = 18
+_TAIL = 40  # words looked at (the head's first two words are kept apart)
+
+DIGITS = {
+    "zero": 1,
+    "oh": 1,
+    "o": 1,
+    "one": 1,
+    "two": 1,
+    "three": 1,
+    "four": 1,
+    "five": 1,
+    "six": 1,
+    "seven": 1,
+    "eight": 1,
+    "nine": 1,
+    "double": 1,  # "double five": two digits, the second word counts the other
+    "triple": 2,
+}
+NUMBERS = {
+    "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+    "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty",
+    "sixty", "seventy", "eighty", "ninety", "hundred", "thousand",
+}  # fmt: skip
+FILLERS = {"um", "uh", "er", "erm", "uhm", "hmm", "mm", "ah", "eh"}
+_AUX = {
+    "is", "are", "was", "were", "am", "do", "does", "did", "can", "could", "would",
+    "will", "shall", "should", "may", "have", "has", "had", "isn't", "aren't",
+    "don't", "doesn't", "didn't", "won't", "wouldn't", "can't", "couldn't", "shouldn't",
+}  # fmt: skip
+_WH = {"what", "which", "where", "when", "who", "whom", "whose", "why", "how"}
+# Agent-side topics that change what a complete answer looks like.
+_TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("last4", ("last four", "last 4", "final four")),
+    ("card", ("card number", "credit card", "debit card", "card")),
+    ("phone", ("phone number", "phone", "callback number", "mobile number", "cell")),
+    ("zip", ("zip", "postal code", "postcode")),
+    ("pin", ("pin", "security code", "cvv", "verification code", "passcode")),
+    ("account", ("account number", "member number", "policy number", "customer number")),
+    ("order", ("order number", "confirmation number", "reference number", "tracking number")),
+    ("digits", ("digits", "number")),
+    ("spell", ("spell", "letter by letter")),
+    ("name", ("your name", "full name", "first name", "last name", "surname")),
+    ("email", ("email", "e-mail")),
+    ("address", ("address", "street", "live")),
+    ("date", ("date", "day", "birthday", "date of birth", "when")),
+    ("time", ("what time", "which time", "time works", "o'clock")),
+    ("count", ("how many", "party size", "people")),
+    ("else", ("anything else", "something else", "else i can")),
+)
+_SENT = re.compile(r"[^.!?]+[.!?]*")
+_CALLER_TOPICS = (
+    ("last4", ("last four",)),
+    ("card", ("card",)),
+    ("phone", ("phone", "cell", "mobile")),
+    ("zip", ("zip", "postal")),
+    ("pin", ("pin", "code", "cvv")),
+    ("account", ("account",)),
+    ("order", ("order", "confirmation", "tracking", "reference")),
+)
+
+
+def _canon(word: str) -> str:
+    # Recognisers disagree on apostrophes ("i'm" / "im"): one form for both.
+    return word.replace("'", "")
+
+
+def _digit_count(tok: str) -> int:
+    if tok.isdigit():
+        return len(tok)
+    return DIGITS.get(tok, 0)
+
+
+def agent_context(agent_text: str) -> list[str]:
+    """Context features from the agent's last message (raw text)."""
+    raw = agent_text.strip()
+    if not raw:
+        return ["A:none"]
+    sents = [s.strip() for s in _SENT.findall(raw) if s.strip()]
+    last = sents[-1] if sents else raw
+    # The question, if any, is usually the last sentence with a "?".
+    question = next((s for s in reversed(sents[-2:]) if s.endswith("?")), "")
+    feats: list[str] = []
+    focus = question or last
+    # "what's" / "how's" / "isn't it" → their question word
+    words = [
+        w.split("'")[0] if w.split("'")[0] in _WH else w for w in normalize_text(focus).split()
+    ]
+    if question:
+        feats.append("A:q")
+        first = words[0] if words else ""
+        if first in _WH or (len(words) > 1 and words[1] in _WH):
+            feats.append("A:wh")
+            feats.append("A:wh=" + (first if first in _WH else words[1]))
+        elif first in _AUX or "right" in words[-2:] or "correct" in words[-2:]:
+            feats.append("A:yn")
+            if " or " in f" {' '.join(words)} ":
+                feats.append("A:or")
+        else:
+            feats.append("A:qother")
+    else:
+        feats.append("A:stmt")
+    norm = " " + " ".join(normalize_text(" ".join(sents[-2:])).split()) + " "
+    for topic, keys in _TOPICS:
+        if any(f" {k} " in norm for k in keys):
+            feats.append("A:t=" + topic)
+            if topic in {"card", "last4", "phone", "zip", "pin", "account", "order"}:
+                break  # the most specific number topic only
+    return feats
+
+
+def text_features(text: str, agent_feats: list[str]) -> list[str]:
+    """Feature strings for a normalised transcript and its agent context."""
+    words = [_canon(w) for w in normalize_text(text).split()]
+    words = [w for w in words if w]
+    n = len(words)
+    if n == 0:
+        return ["T:empty", *agent_feats]
+    tail = words[-_TAIL:]
+    w1 = tail[-1]
+    w2 = tail[-2] if len(tail) > 1 else "<s>"
+    w3 = tail[-3] if len(tail) > 2 else "<s>"
+    lb = str(n) if n <= 6 else "7-9" if n < 10 else "10-15" if n <= 15 else "16+"
+    f = [
+        "w1=" + w1,
+        "w2=" + w2,
+        "w3=" + w3,
+        "b1=" + w2 + "_" + w1,
+        "b2=" + w3 + "_" + w2,
+        "t1=" + w3 + "_" + w2 + "_" + w1,
+        "s3=" + w1[-3:],
+        "s2=" + w1[-2:],
+        "p3=" + w1[:3],
+        "h1=" + words[0],
+        "h2=" + words[0] + "_" + (words[1] if n > 1 else "</s>"),
+        "len=" + lb,
+        "len|w1=" + lb + "|" + w1,
+    ]
+    f += ["u=" + w for w in set(tail)]
+    f += ["ub=" + a + "_" + b for a, b in zip(tail[-6:], tail[-5:], strict=False)]
+    if w1 in FILLERS:
+        f.append("w1:filler")
+        nonfill = [w for w in words if w not in FILLERS]
+        f.append("nf1=" + (nonfill[-1] if nonfill else "<none>"))
+    # digits read out, and letters spelled, at the end of the transcript
+    nd = 0
+    k = n - 1
+    while k >= 0 and (_digit_count(words[k]) or words[k] in NUMBERS):
+        nd += max(1, _digit_count(words[k]))
+        k -= 1
+    nl = 0
+    j = n - 1
+    while j >= 0 and len(words[j]) == 1 and words[j].isalpha():
+        nl += 1
+        j -= 1
+    ndb = str(min(nd, 20))
+    if nd:
+        f += ["nd=" + ndb, "nd|lead=" + (words[k] if k >= 0 else "<s>")]
+        head = " " + " ".join(words[: max(k + 1, 0)]) + " "
+        for topic, keys in _CALLER_TOPICS:
+            if any(f" {key} " in head for key in keys):
+                f.append(f"C:t={topic}|nd={ndb}")
+                break
+    if nl >= 2:
+        f.append("nl=" + str(min(nl, 12)))
+    # the agent's context, alone and crossed with the caller's tail
+    for a in agent_feats:
+        f += [a, a + "|w1=" + w1, a + "|len=" + lb]
+        if n <= 3:
+            f.append(a + "|all=" + "_".join(words))
+        if nd:
+            f.append(a + "|nd=" + ndb)
+        if nl >= 2:
+            f.append(a + "|nl")
+    return f
+
+
+def feature_indices(text: str, agent_text: str = "", bits: int = DEFAULT_BITS) -> list[int]:
+    """Hashed slots of the features of ``text`` after ``agent_text``."""
+    mask = (1 << bits) - 1
+    feats = text_features(text, agent_context(agent_text))
+    return [zlib.crc32(s.encode()) & mask for s in dict.fromkeys(feats)]
