@@ -408,3 +408,47 @@ async def test_replay_through_the_engine_has_compute_ms(engine):
     score = await replay_call(rec, spec, ReplayConfig())
     assert score.decisions > 0
     assert any(ms > 0 for ms in score.compute_ms), score.compute_ms
+
+
+async def test_replay_counts_fallback_decisions_when_the_engine_is_down():
+    from turnkit.replay.metrics import aggregate
+    from turnkit.replay.recording import load_recording
+    from turnkit.replay.simulator import ReplayConfig, replay_call
+
+    spec = f"llm-eou:base_url=http://127.0.0.1:{closed_port()}/v1,timeout_ms=200"
+    rec = load_recording(Path(__file__).resolve().parent.parent / "recordings" / "easy-short-08")
+    res = aggregate(spec, [await replay_call(rec, spec, ReplayConfig())])
+    assert res["decisions"] > 0
+    assert res["fallback_decisions"] == res["decisions"]
+
+
+def test_eot_score_works_with_llm_eou(engine, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(
+        json.dumps({"text": "i'd like to book a table for two please"})
+        + "\n"
+        + json.dumps({"text": "i'd like to book a table for"})
+        + "\n"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "turnkit.cli",
+            "eot-score",
+            "--detector",
+            f"llm-eou:base_url={engine},timeout_ms=20000",
+            str(lines),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    done, cut = (json.loads(x) for x in proc.stdout.splitlines())
+    assert done["p_end"] > cut["p_end"]
+    assert set(done) == {"p_end", "end"}

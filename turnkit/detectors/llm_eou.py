@@ -69,6 +69,30 @@ class LLMEouParams(DetectorParams):
         return self
 
 
+def _make_scorer(p: LLMEouParams) -> LLMEndOfTurn:
+    return LLMEndOfTurn(
+        p.base_url,
+        model=p.model,
+        template=p.template,
+        eot_token=p.eot_token,
+        system=p.system,
+        top_k=p.top_k,
+        count_punct=p.punct,
+        timeout_ms=p.timeout_ms,
+    )
+
+
+class _TextScorer:
+    """What ``eot-score`` / ``eot-eval`` use: blocking P(end) and the threshold."""
+
+    def __init__(self, scorer: LLMEndOfTurn, threshold: float) -> None:
+        self.scorer = scorer
+        self.threshold = threshold
+
+    def predict(self, text: str, agent_text: str = "") -> float:
+        return self.scorer.predict_sync(text, agent_text)
+
+
 @register
 class LLMEouDetector(EndOfTurnDetector):
     """End of turn from a language model's P(end token), gated by VAD silence.
@@ -108,6 +132,11 @@ class LLMEouDetector(EndOfTurnDetector):
     Params = LLMEouParams
     params: LLMEouParams
 
+    @classmethod
+    def text_scorer(cls, params: DetectorParams | None = None) -> _TextScorer:
+        p = params if isinstance(params, LLMEouParams) else LLMEouParams()
+        return _TextScorer(_make_scorer(p), p.threshold)
+
     def __init__(
         self,
         clock: Clock,
@@ -116,21 +145,7 @@ class LLMEouDetector(EndOfTurnDetector):
         scorer: LLMEndOfTurn | None = None,
     ) -> None:
         super().__init__(clock, params, spec)
-        p = self.params
-        self.scorer = (
-            scorer
-            if scorer is not None
-            else LLMEndOfTurn(
-                p.base_url,
-                model=p.model,
-                template=p.template,
-                eot_token=p.eot_token,
-                system=p.system,
-                top_k=p.top_k,
-                count_punct=p.punct,
-                timeout_ms=p.timeout_ms,
-            )
-        )
+        self.scorer = scorer if scorer is not None else _make_scorer(self.params)
         self.fallbacks = 0  # turn ends decided by the silence fallback
         self.engine_errors = 0  # requests that failed
         self.requests = 0

@@ -45,6 +45,7 @@ class Reply:
     planned_end: float | None = None
     stopped_at: float | None = None
     stop_reason: str | None = None  # completed | interrupted | cancelled | superseded
+    reason: str = ""  # the detector's own words for its decision
 
     @property
     def audible(self) -> bool:
@@ -115,6 +116,7 @@ class SimulatedAgent(FrameProcessor):
             latency_ms=latency,
             audio_due=now + (compute + latency) / 1000,
             turn=self.planner.turn_for(decision.at),
+            reason=decision.reason,
         )
         self.replies.append(reply)
         self._pending = reply

@@ -219,6 +219,7 @@ def score_call(
                 "stop_reason": r.stop_reason,
                 "turn": r.turn,
                 "cutoff": r.turn is not None and r.decision_at < rec.caller_turns[r.turn].end - EPS,
+                "reason": r.reason,
             }
             for r in replies
         ],
@@ -278,6 +279,10 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
             for k, (h, cut) in sorted(holds.items())
         },
         "decisions": sum(c.decisions for c in calls),
+        # Decisions a detector fell back on (e.g. llm-eou's engine timed out).
+        "fallback_decisions": sum(
+            1 for c in calls for r in c.replies if r.get("reason", "").startswith("fallback")
+        ),
         "spurious_replies": sum(c.spurious_replies for c in calls),
         "compute_ms_per_decision": _pct(compute, 50, 95),
         "audio_seconds": round(sum(c.audio_seconds for c in calls), 3),

@@ -9,23 +9,14 @@ no punctuation except in-word apostrophes and hyphens.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from turnkit.frames import AudioInFrame, Frame, TranscriptFrame, Word
 from turnkit.pipeline import FrameDirection, FrameProcessor
 from turnkit.replay.recording import Recording
+from turnkit.text.normalize import normalize_text
 
 __all__ = ["OracleTranscriber", "TimedWord", "normalize_text", "oracle_words"]
-
-_DROP = re.compile(r"[^\w\s'-]+")
-_EDGE = re.compile(r"(?<!\w)['-]+|['-]+(?!\w)")
-
-
-def normalize_text(text: str) -> str:
-    t = _DROP.sub(" ", text.lower())
-    t = _EDGE.sub(" ", t)
-    return " ".join(t.split())
 
 
 @dataclass(frozen=True, slots=True)
