@@ -125,7 +125,7 @@ def replay(
 
         for spec in [BASELINE, *specs]:
             try:
-                grids.setdefault(spec.partition(":")[0], grid(spec))
+                grids.setdefault(spec, grid(spec))
             except ValueError as exc:
                 _fail(str(exc))
     run_specs = list(dict.fromkeys([*specs, *(s for _, pts in grids.values() for _, s in pts)]))

@@ -13,16 +13,20 @@ Evidence, gathered once per pause (when the VAD says the caller stopped):
 
 They are fused in logit space (a weighted mean of log-odds: models that
 agree reinforce, a confident "unfinished" from one is not drowned by a lukewarm
-"finished" from another). The fused ``p`` sets a **continuous** wait::
+"finished" from another). The fused ``p`` sets a **continuous** wait, read
+off the silence itself: if the caller is not done, the pause is a hold, and
+holds have a length distribution (log-normal, median ``hold_ms``). After
+``t`` ms of silence the chance the caller is done is
 
-    wait(p) = min_wait + (max_wait - min_wait) * (1 - p) ** curve
+    P(done | t) = p / (p + (1 - p) * S(t)),   S(t) = P(hold lasts > t)
 
-so a clearly finished turn is answered after ``min_wait`` of silence, a
-clearly unfinished one gets up to ``max_wait``, and everything between gets
-something between — rather than LiveKit's binary choice of min or max. The
-turn ends once the silence since the last speech frame reaches the wait.
+and the turn ends once that reaches ``confidence`` (clamped to
+``[min_wait, max_wait]``). A clearly finished turn is answered after
+``min_wait``; an unfinished one waits until such a long hold is unlikely;
+everything between gets something between — rather than LiveKit's binary
+choice of min or max.
 
-Patience profiles set ``min_wait``, ``max_wait`` and ``curve``:
+Patience profiles set ``hold_ms``, ``confidence``, ``min_wait`` and ``max_wait``:
 ``default``; ``patient`` for callers reading numbers, spelling or giving an
 address; ``snappy`` for yes/no confirmations. ``profile=auto`` (the default)
 switches by context: the agent's last message asking for a number, a
@@ -44,6 +48,7 @@ import logging
 import math
 import re
 import time
+from statistics import NormalDist
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -62,15 +67,17 @@ log = logging.getLogger(__name__)
 class Profile(DetectorParams):
     min_wait_ms: float = Field(ge=0)
     max_wait_ms: float = Field(ge=0)
-    curve: float = Field(gt=0)
+    hold_ms: float = Field(gt=0, description="median length of a hold (a mid-turn pause)")
+    hold_sigma: float = Field(0.6, gt=0, description="log-normal spread of hold lengths")
+    confidence: float = Field(0.95, gt=0, lt=1, description="P(done) at which to commit")
 
 
 PROFILES: dict[str, Profile] = {
-    "default": Profile(min_wait_ms=200, max_wait_ms=2000, curve=1.5),
+    "default": Profile(min_wait_ms=250, max_wait_ms=2000, hold_ms=500, confidence=0.95),
     # Digits, spelling, addresses come in chunks with long pauses between.
-    "patient": Profile(min_wait_ms=400, max_wait_ms=3000, curve=1.0),
+    "patient": Profile(min_wait_ms=500, max_wait_ms=3000, hold_ms=900, confidence=0.97),
     # "yes" / "no" / "correct": answer as soon as it is said.
-    "snappy": Profile(min_wait_ms=120, max_wait_ms=1200, curve=2.0),
+    "snappy": Profile(min_wait_ms=200, max_wait_ms=1200, hold_ms=350, confidence=0.9),
 }
 
 _PATIENT = re.compile(
@@ -81,6 +88,7 @@ _YES_NO = re.compile(
     r"(^|[.!?]\s*)(is|are|was|were|do|does|did|can|could|would|will|shall|should|have|has|"
     r"may|am)\b[^.!?]*\?\s*$|\b(right|correct|okay|ok)\?\s*$"
 )
+_NORMAL = NormalDist()
 
 
 def choose_profile(agent_text: str) -> str:
@@ -97,11 +105,13 @@ def choose_profile(agent_text: str) -> str:
 
 
 def wait_ms(p: float, profile: Profile) -> float:
-    p = min(1.0, max(0.0, p))
-    return (
-        profile.min_wait_ms
-        + (profile.max_wait_ms - profile.min_wait_ms) * (1.0 - p) ** profile.curve
-    )
+    """Silence after which P(done | silence) reaches the profile's confidence."""
+    p = min(1 - 1e-6, max(1e-6, p))
+    c = profile.confidence
+    # Commit when S(t) <= x: the hold would have to be longer than is likely.
+    x = p * (1 - c) / ((1 - p) * c)
+    t = 0.0 if x >= 1 else profile.hold_ms * math.exp(profile.hold_sigma * _NORMAL.inv_cdf(1 - x))
+    return min(profile.max_wait_ms, max(profile.min_wait_ms, t))
 
 
 def _logit(p: float) -> float:
@@ -123,7 +133,7 @@ class FusedParams(DetectorParams):
     scale: float = Field(
         1.0,
         gt=0,
-        description="multiplies both waits (the sweep's knob)",
+        description="multiplies the waits and the expected hold length (the sweep knob)",
         json_schema_extra={"sweep": [0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0]},
     )
     min_wait_ms: float | None = Field(None, ge=0, description="overrides the profile's")
@@ -195,7 +205,13 @@ class FusedDetector(EndOfTurnDetector):
         lo = self.params.min_wait_ms if self.params.min_wait_ms is not None else base.min_wait_ms
         hi = self.params.max_wait_ms if self.params.max_wait_ms is not None else base.max_wait_ms
         s = self.params.scale
-        return Profile(min_wait_ms=lo * s, max_wait_ms=max(lo, hi) * s, curve=base.curve)
+        return base.model_copy(
+            update={
+                "min_wait_ms": lo * s,
+                "max_wait_ms": max(lo, hi) * s,
+                "hold_ms": base.hold_ms * s,
+            }
+        )
 
     def _profile_name(self) -> str:
         if self.params.profile != "auto":

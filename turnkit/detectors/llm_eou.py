@@ -42,7 +42,11 @@ class LLMEouParams(DetectorParams):
     base_url: str = Field("http://127.0.0.1:8080/v1", description="OpenAI-compatible API root")
     model: str = Field("", description="model name to send; empty: the engine's default")
     threshold: float = Field(
-        0.5, gt=0, lt=1, description="P(end token) at or above which the caller is done"
+        0.5,
+        gt=0,
+        lt=1,
+        description="P(end token) at or above which the caller is done",
+        json_schema_extra={"sweep": [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]},
     )
     timeout_ms: float = Field(300.0, gt=0, le=60_000, description="total deadline per request")
     min_wait_ms: float = Field(
