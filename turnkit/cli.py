@@ -123,11 +123,16 @@ def replay(
     if sweep:
         from turnkit.replay.sweep import BASELINE, grid
 
+        seen: set[tuple[str, ...]] = set()
         for spec in [BASELINE, *specs]:
             try:
-                grids.setdefault(spec, grid(spec))
+                g = grid(spec)
             except ValueError as exc:
                 _fail(str(exc))
+            key = tuple(s for _, s in g[1])
+            if key not in seen:  # "silence:stop_ms=500" sweeps the baseline's grid
+                seen.add(key)
+                grids[spec] = g
     run_specs = list(dict.fromkeys([*specs, *(s for _, pts in grids.values() for _, s in pts)]))
 
     calls = find_recordings(paths)
