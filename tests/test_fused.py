@@ -1,0 +1,171 @@
+"""The fused detector: its wait curve, patience profiles, and decisions
+driven by the real semantic-text model (and, where installed, the real
+Smart Turn model) on a virtual clock and through the replay."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from turnkit.audio.vad import SileroVAD, VADAnalyzer, VADParams
+from turnkit.clock import VirtualClock
+from turnkit.detectors import create_detector
+from turnkit.detectors.fused import PROFILES, FusedDetector, choose_profile, wait_ms
+from turnkit.frames import AudioInFrame, TranscriptFrame, TurnEagerFrame, TurnEndFrame
+from turnkit.replay.metrics import aggregate
+from turnkit.replay.recording import load_recording
+from turnkit.replay.simulator import ReplayConfig, replay_call
+
+CORPUS = Path(__file__).resolve().parent.parent / "recordings"
+FRAME_S = 512 / 16000
+
+
+@pytest.mark.parametrize("name", list(PROFILES))
+def test_wait_shrinks_as_the_turn_looks_finished(name: str) -> None:
+    prof = PROFILES[name]
+    waits = [wait_ms(p, prof) for p in np.linspace(0.01, 0.99, 50)]
+    assert all(a >= b for a, b in itertools.pairwise(waits))
+    assert waits[0] == prof.max_wait_ms
+    assert waits[-1] == prof.min_wait_ms
+    # continuous, not LiveKit's two values
+    assert len({round(w) for w in waits}) > 10
+
+
+def test_patient_waits_longer_than_default_longer_than_snappy() -> None:
+    for p in (0.3, 0.6, 0.85):
+        assert (
+            wait_ms(p, PROFILES["patient"])
+            > wait_ms(p, PROFILES["default"])
+            > wait_ms(p, PROFILES["snappy"])
+        )
+
+
+@pytest.mark.parametrize(
+    ("agent", "profile"),
+    [
+        ("Thanks. What is the card number?", "patient"),
+        ("Could you spell your last name for me?", "patient"),
+        ("Can I get the address for the delivery?", "patient"),
+        ("Your table is for seven. Is that right?", "snappy"),
+        ("Do you want the window seat?", "snappy"),
+        ("How can I help you today?", "default"),
+        ("", "default"),
+    ],
+)
+def test_profile_is_chosen_by_what_the_agent_asked(agent: str, profile: str) -> None:
+    assert choose_profile(agent) == profile
+
+
+class Drive:
+    """Feeds a detector speech then silence, frame by frame, on a virtual
+    clock, with hand-made VAD probabilities (no audio model involved)."""
+
+    def __init__(self, spec: str) -> None:
+        self.clock = VirtualClock()
+        self.det = create_detector(spec, self.clock)
+        self.vad = VADAnalyzer(model=SileroVAD(), params=VADParams())
+        self.t = 0.0
+
+    async def frames(self, prob: float, seconds: float) -> list:
+        out = []
+        for _ in range(round(seconds / FRAME_S)):
+            step = self.vad.step(prob, self.t)
+            frame = AudioInFrame(
+                at=self.t, audio=np.zeros(512, np.float32), sample_rate=16000, vad=step
+            )
+            self.t += FRAME_S
+            await self.clock.advance_to(self.t)
+            out += await self.det.on_audio(frame, step)
+        return out
+
+    async def say(self, text: str) -> None:
+        await self.det.on_transcript(TranscriptFrame(at=self.t, text=text))
+
+    async def end_after(
+        self, text: str, speech_s: float = 1.0, silence_s: float = 4.0
+    ) -> float | None:
+        start_silence = self.t + speech_s
+        await self.frames(0.95, speech_s - 0.3)
+        await self.say(text)
+        await self.frames(0.95, 0.3)
+        out = await self.frames(0.02, silence_s)
+        ends = [f for f in out if isinstance(f, TurnEndFrame)]
+        return None if not ends else ends[0].at - start_silence
+
+
+async def test_finished_text_is_answered_sooner_than_unfinished() -> None:
+    fast = await Drive("fused:audio=off").end_after("i'd like to book a table for two please")
+    slow = await Drive("fused:audio=off").end_after("i'd like to book a table for")
+    assert fast is not None and slow is not None
+    assert fast < 0.6 and slow > fast + 0.5
+
+
+async def test_digits_after_a_card_number_question_get_patience() -> None:
+    d = Drive("fused:audio=off")
+    d.det.set_agent_text("Sure. What is the card number?")
+    waited = await d.end_after("four one five five")
+    d2 = Drive("fused:audio=off,profile=default")
+    d2.det.set_agent_text("Sure. What is the card number?")
+    waited_default = await d2.end_after("four one five five")
+    assert waited is not None and waited_default is not None
+    assert waited > waited_default
+
+
+async def test_eager_signal_before_the_commit() -> None:
+    d = Drive("fused:audio=off")
+    await d.frames(0.95, 0.7)
+    await d.say("yes that's right thank you")
+    await d.frames(0.95, 0.3)
+    out = await d.frames(0.02, 3.0)
+    kinds = [type(f) for f in out]
+    assert TurnEagerFrame in kinds and TurnEndFrame in kinds
+    assert kinds.index(TurnEagerFrame) < kinds.index(TurnEndFrame)
+    (end,) = [f for f in out if isinstance(f, TurnEndFrame)]
+    assert "p_text" in end.reason and end.probability is not None
+
+
+async def test_speech_during_the_wait_cancels_the_pause() -> None:
+    d = Drive("fused:audio=off")
+    await d.frames(0.95, 1.0)
+    await d.say("my number is four one five")
+    out = await d.frames(0.02, 0.5)  # shorter than its wait
+    assert not any(isinstance(f, TurnEndFrame) for f in out)
+    await d.frames(0.95, 0.8)
+    await d.say("my number is four one five five five five one two one two")
+    out = await d.frames(0.02, 4.0)
+    assert sum(isinstance(f, TurnEndFrame) for f in out) == 1
+
+
+def test_fused_params_are_checked() -> None:
+    from turnkit.detectors import DetectorSpecError
+
+    with pytest.raises(DetectorSpecError, match="profile"):
+        create_detector("fused:profile=lazy", VirtualClock())
+
+
+async def test_fused_replay_on_a_corpus_call_text_only() -> None:
+    rec = load_recording(CORPUS / "phone-digits-02")
+    spec = "fused:audio=off"
+    res = aggregate(spec, [await replay_call(rec, spec, ReplayConfig())])
+    assert res["turns"] == len(rec.caller_turns)
+    assert res["missed_rate"] == 0.0
+    assert res["decisions"] >= res["turns"]
+
+
+async def test_fused_with_smart_turn_hears_the_audio() -> None:
+    pytest.importorskip("onnxruntime")
+    from turnkit.detectors.smart_turn import SmartTurnModel
+
+    try:
+        SmartTurnModel()
+    except Exception as exc:  # the [smart-turn] extra is not installed
+        pytest.skip(str(exc))
+    rec = load_recording(CORPUS / "easy-short-08")
+    score = await replay_call(rec, "fused", ReplayConfig())
+    reasons = [r["reason"] for r in score.replies]
+    assert reasons and all("p_audio" in r and "p_text" in r for r in reasons)
+    det = create_detector("fused", VirtualClock())
+    assert isinstance(det, FusedDetector) and det._audio_model is not None
