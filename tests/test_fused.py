@@ -82,7 +82,7 @@ class Drive:
         return out
 
     async def say(self, text: str) -> None:
-        await self.det.on_transcript(TranscriptFrame(at=self.t, text=text))
+        await self.det.on_transcript(TranscriptFrame(at=self.t, text=text, spoken_until=self.t))
 
     async def end_after(
         self, text: str, speech_s: float = 1.0, silence_s: float = 4.0

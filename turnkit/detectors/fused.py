@@ -193,6 +193,8 @@ class FusedDetector(EndOfTurnDetector):
     def reset(self) -> None:
         super().reset()
         self.transcript = ""
+        self._spoken_until = 0.0  # end of the last word in the transcript
+        self._decided_until = -1.0  # speech end of the last committed turn
         self._pause: dict[str, Any] | None = None
         if hasattr(self, "_turn_audio"):
             self._turn_audio.clear()
@@ -221,6 +223,7 @@ class FusedDetector(EndOfTurnDetector):
     # -- evidence -------------------------------------------------------------
     async def on_transcript(self, frame: TranscriptFrame) -> list[SystemFrame]:
         self.transcript = frame.text
+        self._spoken_until = frame.spoken_until
         if self._pause is not None and self._text_model is not None:
             # A late transcript during the pause changes the text evidence.
             t0 = time.perf_counter()
@@ -276,7 +279,9 @@ class FusedDetector(EndOfTurnDetector):
                 ),
             )
         )
-        self.transcript = ""
+        # Words spoken up to here belong to the turn just ended; words that
+        # arrive later (even within this frame) are the next turn's.
+        self._decided_until = vad.speech_end
         return out
 
     async def _gather(self) -> dict[str, Any]:
@@ -285,11 +290,14 @@ class FusedDetector(EndOfTurnDetector):
         if self._audio_model is not None:
             audio = self._turn_audio.turn_audio(self.clock.now())
             ev["p_audio"] = float(self._audio_model.predict(audio))
-        if self._text_model is not None and self.transcript:
-            ev["p_text"] = float(self._text_model.predict(self.transcript, self.agent_text))
-        if self._llm is not None and self.transcript:
+        # A transcript whose last word was spoken before the previous
+        # commit is the previous turn's (the recogniser has not caught up).
+        text = self.transcript if self._spoken_until > self._decided_until else ""
+        if self._text_model is not None and text:
+            ev["p_text"] = float(self._text_model.predict(text, self.agent_text))
+        if self._llm is not None and text:
             try:
-                ev["p_llm"] = float(await self._llm.predict(self.transcript, self.agent_text))
+                ev["p_llm"] = float(await self._llm.predict(text, self.agent_text))
             except Exception as exc:  # the engine is optional evidence
                 log.debug("fused: llm evidence unavailable: %s", exc)
         ev["compute_ms"] = (time.perf_counter() - t0) * 1000
