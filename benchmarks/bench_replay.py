@@ -56,7 +56,9 @@ def main() -> None:
         t = time.perf_counter()
         vad_only()
         t_vad = min(t_vad, time.perf_counter() - t)
-    print(f"{len(recs)} calls, {seconds:.1f} s of audio, detector {args.detector!r}, best of {args.repeats}")
+    print(
+        f"{len(recs)} calls, {seconds:.1f} s of audio, detector {args.detector!r}, best of {args.repeats}"
+    )
     print(f"replay:   {t_replay:6.2f} s wall   {seconds / t_replay:6.0f}x real time per core")
     print(f"VAD only: {t_vad:6.2f} s wall   {seconds / t_vad:6.0f}x real time per core")
     print(f"ratio replay / VAD only: {t_replay / t_vad:.2f}")

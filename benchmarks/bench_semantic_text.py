@@ -17,10 +17,9 @@ import argparse
 import asyncio
 import json
 import os
-import time
-from pathlib import Path
 
 import numpy as np
+from common import ROOT, best_of
 
 from turnkit.audio.vad import VADStep
 from turnkit.clock import VirtualClock
@@ -28,8 +27,6 @@ from turnkit.detectors import create_detector
 from turnkit.frames import AudioInFrame
 from turnkit.text.normalize import normalize_text
 from turnkit.text.semantic_model import SemanticTextModel
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def corpus_texts(n: int) -> list[tuple[str, str]]:
@@ -45,15 +42,6 @@ def corpus_texts(n: int) -> list[tuple[str, str]]:
     while len(pairs) < n:
         pairs.extend(pairs[: n - len(pairs)])
     return pairs[:n]
-
-
-def best_of(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main() -> None:

@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
-from pathlib import Path
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one core, as in replay workers
 
 import numpy as np  # noqa: E402
+from common import ROOT, best_of  # noqa: E402
 
 from turnkit.audio.mel import WINDOW_SAMPLES, smart_turn_features  # noqa: E402
 from turnkit.audio.vad import SileroVAD  # noqa: E402
 from turnkit.audio.wav import iter_frames, read_wav  # noqa: E402
 from turnkit.detectors.smart_turn import SmartTurnModel  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def corpus_audio() -> np.ndarray:
@@ -39,15 +36,6 @@ def windows(audio: np.ndarray, n: int) -> list[np.ndarray]:
     """``n`` 8 s windows ending at evenly spread points of the corpus."""
     ends = np.linspace(WINDOW_SAMPLES, audio.size, n).astype(int)
     return [audio[e - WINDOW_SAMPLES : e] for e in ends]
-
-
-def best_of(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main() -> None:

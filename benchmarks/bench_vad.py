@@ -11,15 +11,12 @@ the machine's load; the ratios are what to compare between runs.
 from __future__ import annotations
 
 import argparse
-import time
-from pathlib import Path
 
 import numpy as np
+from common import ROOT, best_of
 
 from turnkit.audio.vad import SileroVAD
 from turnkit.audio.wav import iter_frames, read_wav
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def corpus_frames(n: int) -> list[np.ndarray]:
@@ -31,15 +28,6 @@ def corpus_frames(n: int) -> list[np.ndarray]:
     while len(frames) < n:  # a short corpus is cycled
         frames.extend(frames[: n - len(frames)])
     return frames[:n]
-
-
-def best_of(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main() -> None:
@@ -64,8 +52,12 @@ def main() -> None:
     t_energy = best_of(energy, args.repeats) / len(frames)
     frame_s = 512 / 16000
     print(f"frames: {len(frames)} x 32 ms from recordings/, best of {args.repeats}")
-    print(f"silero vad:  {t_silero * 1e6:8.1f} us/frame   {frame_s / t_silero:7.0f}x real time on one core")
-    print(f"energy gate: {t_energy * 1e6:8.1f} us/frame   {frame_s / t_energy:7.0f}x real time on one core")
+    print(
+        f"silero vad:  {t_silero * 1e6:8.1f} us/frame   {frame_s / t_silero:7.0f}x real time on one core"
+    )
+    print(
+        f"energy gate: {t_energy * 1e6:8.1f} us/frame   {frame_s / t_energy:7.0f}x real time on one core"
+    )
     print(f"ratio silero / energy gate: {t_silero / t_energy:.1f}")
 
 
