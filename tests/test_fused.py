@@ -115,7 +115,7 @@ async def test_digits_after_a_card_number_question_get_patience() -> None:
 
 
 async def test_eager_signal_before_the_commit() -> None:
-    d = Drive("fused:audio=off")
+    d = Drive("fused:audio=off,eager=0.5")
     await d.frames(0.95, 0.7)
     await d.say("yes that's right thank you")
     await d.frames(0.95, 0.3)

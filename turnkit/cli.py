@@ -81,6 +81,9 @@ def replay(
     ] = 5.0,
     seed: Annotated[int, typer.Option(help="seed for sampled latencies")] = 0,
     per_turn: Annotated[bool, typer.Option(help="also print every turn")] = False,
+    eager: Annotated[
+        bool, typer.Option(help="draft replies on eager signals; use them if the turn is confirmed")
+    ] = False,
     sweep: Annotated[
         bool,
         typer.Option(help="score each detector (and silence) across its threshold/delay grid"),
@@ -115,6 +118,7 @@ def replay(
             stt_delay_ms=stt_delay_ms,
             timeout_s=timeout_s,
             seed=seed,
+            eager=eager,
         )
     except ValueError as exc:
         _fail(f"bad replay option: {str(exc).splitlines()[-1]}")

@@ -34,7 +34,9 @@ spelling or an address selects ``patient``; a yes/no question selects
 ``snappy``.
 
 An *eager* signal (``TurnEagerFrame``) goes out once per pause when ``p``
-reaches ``eager`` before the end is committed, so a draft reply can start.
+reaches ``eager`` (default 0.9) before the end is committed, so a draft reply
+can start. A lower bar drafts at holds too: on the demo corpus 0.5 cost
+2.3 LLM requests per turn against 1.4 at 0.9, for the same median saving.
 
 Example::
 
@@ -129,7 +131,9 @@ class FusedParams(DetectorParams):
     w_audio: float = Field(1.0, ge=0)
     w_text: float = Field(1.0, ge=0)
     w_llm: float = Field(1.0, ge=0)
-    eager: float = Field(0.5, ge=0, le=1)
+    eager: float = Field(
+        0.9, ge=0, le=1, description="p at which an eager signal (a draft) goes out"
+    )
     scale: float = Field(
         1.0,
         gt=0,

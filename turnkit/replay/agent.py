@@ -18,12 +18,15 @@ from typing import Protocol
 
 from turnkit.barge_in.policy import BargeInPolicy
 from turnkit.clock import Clock
+from turnkit.drafting.drafter import EagerDrafter
 from turnkit.frames import (
     AgentAudioStartedFrame,
     AgentAudioStoppedFrame,
     AgentTextFrame,
     AudioInFrame,
     Frame,
+    TranscriptFrame,
+    TurnEagerFrame,
     TurnEndFrame,
     TurnResumedFrame,
 )
@@ -46,6 +49,7 @@ class Reply:
     stopped_at: float | None = None
     stop_reason: str | None = None  # completed | interrupted | cancelled | superseded
     reason: str = ""  # the detector's own words for its decision
+    drafted: bool = False  # its LLM request was an eager draft, confirmed
 
     @property
     def audible(self) -> bool:
@@ -70,6 +74,7 @@ class SimulatedAgent(FrameProcessor):
         tts_ttfb: LatencyModel,
         rng: random.Random,
         count_compute: bool = True,
+        drafter: EagerDrafter | None = None,
     ) -> None:
         super().__init__()
         self.clock = clock
@@ -79,6 +84,11 @@ class SimulatedAgent(FrameProcessor):
         self.tts_ttfb = tts_ttfb
         self.rng = rng
         self.count_compute = count_compute
+        self.drafter = drafter
+        self.transcript = ""
+        self.llm_requests = 0
+        # draft id -> when its first token is ready (decision + LLM TTFT)
+        self._draft_ready: dict[int, float] = {}
         self.replies: list[Reply] = []
         self.decisions: list[TurnEndFrame] = []
         self._pending: Reply | None = None
@@ -93,11 +103,19 @@ class SimulatedAgent(FrameProcessor):
         if isinstance(frame, TurnEndFrame):
             self.decisions.append(frame)
             await self._start_reply(frame)
+        elif isinstance(frame, TurnEagerFrame):
+            self._start_draft(frame)
+        elif isinstance(frame, TranscriptFrame):
+            self.transcript = frame.text
+            if self.drafter is not None:
+                self.drafter.on_transcript(frame.text)
         elif isinstance(frame, TurnResumedFrame):
             self._cancel_pending()
         elif isinstance(frame, AudioInFrame) and frame.vad is not None:
             if frame.vad.started:
                 self._cancel_pending()
+                if self.drafter is not None:
+                    self.drafter.on_speech()
             if self._speaking is not None and self.barge_in.should_stop(frame, frame.vad):
                 await self._stop(self._speaking, "interrupted")
         await self.push_frame(frame, direction)
@@ -106,21 +124,45 @@ class SimulatedAgent(FrameProcessor):
         self._cancel_pending("superseded")
         if self._speaking is not None:
             await self._stop(self._speaking, "superseded")
-        latency = self.llm_ttft.sample(self.rng) + self.tts_ttfb.sample(self.rng)
         compute = decision.compute_ms if self.count_compute else 0.0
         now = self.clock.now()
+        decided = now + compute / 1000
+        draft = None
+        if self.drafter is not None:
+            _, draft = self.drafter.on_end(self.transcript)
+        if draft is not None:
+            # The draft's first token may already be there, or still coming.
+            llm_ready = max(decided, self._draft_ready.pop(draft.id))
+        else:
+            self.llm_requests += 1
+            llm_ready = decided + self.llm_ttft.sample(self.rng) / 1000
+        audio_due = llm_ready + self.tts_ttfb.sample(self.rng) / 1000
         reply = Reply(
             id=len(self.replies),
             decision_at=decision.at,
             compute_ms=decision.compute_ms,
-            latency_ms=latency,
-            audio_due=now + (compute + latency) / 1000,
+            latency_ms=(audio_due - decided) * 1000,
+            audio_due=audio_due,
             turn=self.planner.turn_for(decision.at),
             reason=decision.reason,
+            drafted=draft is not None,
         )
         self.replies.append(reply)
         self._pending = reply
         self._tasks[reply.id] = asyncio.create_task(self._play(reply))
+
+    def _start_draft(self, eager: TurnEagerFrame) -> None:
+        """An eager signal: a draft request starts now (its tokens are held,
+        nothing is spoken until the turn is confirmed)."""
+        if self.drafter is None:
+            return
+        draft = self.drafter.on_eager(self.transcript)
+        if draft is None:
+            return
+        self.llm_requests += 1
+        compute = eager.compute_ms if self.count_compute else 0.0
+        start = self.clock.now() + compute / 1000
+        self._draft_ready[draft.id] = start + self.llm_ttft.sample(self.rng) / 1000
 
     async def _play(self, reply: Reply) -> None:
         await self.clock.sleep(reply.audio_due - self.clock.now())

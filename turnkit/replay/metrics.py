@@ -76,6 +76,10 @@ class CallScore:
     decisions: int
     compute_ms: list[float]
     spurious_replies: int
+    llm_requests: int = 0
+    drafts: dict[str, int] = field(
+        default_factory=lambda: {"started": 0, "used": 0, "cancelled": 0}
+    )
     path: str = ""
     # The agent's timeline, for reports: one dict per reply (decision,
     # first audio, stop, reason, the turn it answers).
@@ -105,6 +109,8 @@ def score_call(
     timeout_s: float,
     grace_s: float,
     wall_seconds: float = 0.0,
+    llm_requests: int | None = None,
+    drafts: dict[str, int] | None = None,
 ) -> CallScore:
     """Score one replayed call. ``replies`` carry the turn each answers
     (``Reply.turn``, attributed by the labels at decision time)."""
@@ -208,6 +214,8 @@ def score_call(
         decisions=len(replies),
         compute_ms=[r.compute_ms for r in replies],
         spurious_replies=spurious,
+        llm_requests=len(replies) if llm_requests is None else llm_requests,
+        drafts=drafts or {"started": 0, "used": 0, "cancelled": 0},
         path=str(rec.folder),
         replies=[
             {
@@ -278,6 +286,12 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
             k: {"holds": h, "cutoffs": cut, "rate": _rate(cut, h)}
             for k, (h, cut) in sorted(holds.items())
         },
+        "drafts": {
+            k: sum(c.drafts.get(k, 0) for c in calls) for k in ("started", "used", "cancelled")
+        },
+        "llm_requests_per_turn": None
+        if n == 0
+        else round(sum(c.llm_requests for c in calls) / n, 3),
         "decisions": sum(c.decisions for c in calls),
         # Decisions a detector fell back on (e.g. llm-eou's engine timed out).
         "fallback_decisions": sum(

@@ -29,6 +29,7 @@ from turnkit.audio.wav import AudioError, iter_frames
 from turnkit.barge_in.policy import VADBargeIn
 from turnkit.clock import VirtualClock
 from turnkit.detectors.registry import DetectorSpecError, create_detector
+from turnkit.drafting.drafter import EagerDrafter
 from turnkit.frames import AudioInFrame, EndFrame, StartFrame
 from turnkit.pipeline import CollectSink, Pipeline
 from turnkit.processors import TurnDetectorProcessor, VADProcessor
@@ -59,6 +60,7 @@ class ReplayConfig(BaseModel):
         0.5, ge=0, description="a stop this long after an event's end still counts for it"
     )
     count_compute: bool = True
+    eager: bool = Field(False, description="start drafts on eager signals (EagerDrafter)")
     default_reply_s: float = Field(2.0, gt=0)
     seed: int = 0
     vad_threshold: float = Field(0.5, gt=0, lt=1)
@@ -130,6 +132,7 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
         LatencyModel.parse(config.tts_ttfb_ms),
         random.Random(_seed(config, rec.id, detector_spec)),
         count_compute=config.count_compute,
+        drafter=EagerDrafter(clock) if config.eager else None,
     )
     pipeline = Pipeline(
         [
@@ -166,6 +169,14 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
         timeout_s=config.timeout_s,
         grace_s=config.grace_s,
         wall_seconds=time.perf_counter() - t0,
+        llm_requests=agent.llm_requests,
+        drafts=None
+        if agent.drafter is None
+        else {
+            "started": agent.drafter.stats.started,
+            "used": agent.drafter.stats.used,
+            "cancelled": agent.drafter.stats.cancelled,
+        },
     )
 
 

@@ -1,0 +1,82 @@
+"""Eager drafting policy and its effect in replay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from turnkit.clock import VirtualClock
+from turnkit.drafting.drafter import DraftParams, EagerDrafter
+from turnkit.replay.metrics import aggregate
+from turnkit.replay.recording import load_recording
+from turnkit.replay.simulator import ReplayConfig, replay_call
+
+CORPUS = Path(__file__).resolve().parent.parent / "recordings"
+
+
+async def test_draft_is_used_when_the_words_did_not_change() -> None:
+    clock = VirtualClock()
+    d = EagerDrafter(clock)
+    d.on_speech()
+    draft = d.on_eager("I'd like a table for two.")
+    assert draft is not None and draft.state == "running"
+    action, used = d.on_end("i'd like a table for two")  # same after normalisation
+    assert action == "use" and used is draft and draft.state == "used"
+    assert (d.stats.started, d.stats.used, d.stats.cancelled, d.stats.requests) == (1, 1, 0, 1)
+
+
+async def test_caller_going_on_cancels_the_draft() -> None:
+    d = EagerDrafter(VirtualClock())
+    draft = d.on_eager("my number is four one five")
+    assert d.on_speech() is draft and draft.state == "cancelled"
+    assert draft.cancel_reason == "resumed"
+    action, used = d.on_end("my number is four one five five five five")
+    assert action == "fresh" and used is None
+    assert d.stats.requests == 2 and d.stats.cancelled == 1
+
+
+async def test_new_words_cancel_a_stale_draft() -> None:
+    d = EagerDrafter(VirtualClock())
+    draft = d.on_eager("yes")
+    assert d.on_transcript("yes") is None  # same words: keep it
+    assert d.on_transcript("yes please") is draft
+    assert d.current is None
+
+
+async def test_transcript_changed_at_confirmation_means_a_fresh_request() -> None:
+    d = EagerDrafter(VirtualClock())
+    draft = d.on_eager("book it for friday")
+    action, used = d.on_end("book it for friday at noon")
+    assert action == "fresh" and used is None and draft.state == "cancelled"
+    assert draft.cancel_reason == "transcript changed"
+
+
+async def test_limits_per_turn_and_long_speech() -> None:
+    clock = VirtualClock()
+    d = EagerDrafter(clock, DraftParams(max_drafts=2, max_speech_s=5.0))
+    d.on_speech()
+    assert d.on_eager("one") is not None
+    d.on_speech()
+    assert d.on_eager("one two") is not None
+    d.on_speech()
+    assert d.on_eager("one two three") is None  # third draft this turn
+    d.on_end("one two three four")
+    d.on_speech()
+    await clock.advance_to(clock.now() + 6.0)
+    assert d.on_eager("a very long story") is None  # spoke for > 5 s
+
+
+@pytest.mark.parametrize("spec", ["fused:audio=off", "semantic-text"])
+async def test_eager_replay_answers_sooner_and_counts_requests(spec: str) -> None:
+    rec = load_recording(CORPUS / "easy-short-08")
+    plain = aggregate(spec, [await replay_call(rec, spec, ReplayConfig())])
+    eager = aggregate(spec, [await replay_call(rec, spec, ReplayConfig(eager=True))])
+    assert plain["drafts"] == {"started": 0, "used": 0, "cancelled": 0}
+    assert eager["drafts"]["used"] > 0
+    assert eager["response_ms"]["p50"] < plain["response_ms"]["p50"]
+    # A used draft costs no extra request; only cancelled drafts add any.
+    extra = eager["llm_requests_per_turn"] - plain["llm_requests_per_turn"]
+    assert extra * eager["turns"] == pytest.approx(eager["drafts"]["cancelled"], abs=1.0)
+    # Drafting never changes when the turn is judged over.
+    assert eager["interruption_rate"] == plain["interruption_rate"]

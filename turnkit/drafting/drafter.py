@@ -1,0 +1,145 @@
+"""Eager drafting: start the reply before the turn is confirmed, keep it only
+if the caller really was done.
+
+The drafter decides, on the evidence of turn signals and transcripts, when a
+draft reply may start, when it must be thrown away, and whether the
+confirmed turn may use it:
+
+* an **eager** signal (``TurnEagerFrame`` from ``fused``/``semantic-text``/
+  ``smart-turn``, or Deepgram Flux's EagerEndOfTurn) starts a draft for the
+  transcript so far — unless this turn already had ``max_drafts`` drafts, or
+  the caller has been speaking for more than ``max_speech_s`` (a long turn
+  will likely go on; LiveKit has the same guard);
+* the caller going on (**resumed** speech, or new **words** that change the
+  normalised transcript) cancels the draft;
+* the confirmed **end** of turn *uses* the draft if the normalised
+  transcript is unchanged since it started, else cancels it and asks for a
+  fresh request.
+
+The drafter holds no tokens and plays nothing: hosts do (the replay's agent,
+a Pipecat or LiveKit plugin); by default a draft's tokens are held, not
+spoken. Tool calls made inside a draft go through
+:class:`turnkit.drafting.tools.ToolGate`, which runs only read-only tools
+there.
+
+Example::
+
+    drafter = EagerDrafter(clock)
+    action = drafter.on_eager("i'd like a table for two")   # -> Draft(id=1, ...)
+    drafter.on_end("i'd like a table for two")              # -> ("use", draft)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnkit.clock import Clock
+from turnkit.text.normalize import normalize_text
+
+__all__ = ["Draft", "DraftParams", "DraftStats", "EagerDrafter"]
+
+
+class DraftParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_drafts: int = Field(2, ge=1, description="drafts per caller turn at most")
+    max_speech_s: float = Field(
+        12.0, gt=0, description="no draft once the caller has spoken this long in the turn"
+    )
+
+
+@dataclass(slots=True)
+class Draft:
+    id: int
+    text: str  # normalised transcript the draft answers
+    started_at: float
+    state: Literal["running", "used", "cancelled"] = "running"
+    cancel_reason: str = ""
+
+
+@dataclass(slots=True)
+class DraftStats:
+    started: int = 0
+    used: int = 0
+    cancelled: int = 0
+    fresh_requests: int = 0  # confirmed turns with no usable draft
+    cancel_reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def requests(self) -> int:
+        return self.started + self.fresh_requests
+
+
+class EagerDrafter:
+    """The drafting policy for one call (see the module docstring)."""
+
+    def __init__(self, clock: Clock, params: DraftParams | None = None) -> None:
+        self.clock = clock
+        self.params = params or DraftParams()
+        self.stats = DraftStats()
+        self.current: Draft | None = None
+        self._ids = 0
+        self._turn_drafts = 0
+        self._turn_started_at: float | None = None
+
+    # -- evidence -------------------------------------------------------------
+    def on_speech(self) -> Draft | None:
+        """The caller is speaking: a running draft is void. Returns it (cancelled)."""
+        if self._turn_started_at is None:
+            self._turn_started_at = self.clock.now()
+        return self._cancel("resumed")
+
+    def on_transcript(self, text: str) -> Draft | None:
+        """New words: a draft for different words is void. Returns it (cancelled)."""
+        if self.current is not None and normalize_text(text) != self.current.text:
+            return self._cancel("words changed")
+        return None
+
+    def on_eager(self, text: str) -> Draft | None:
+        """The caller is probably done: a new draft, or None when not allowed."""
+        norm = normalize_text(text)
+        if not norm:
+            return None
+        if self.current is not None:
+            if self.current.text == norm:
+                return None  # already drafting exactly this
+            self._cancel("superseded")
+        if self._turn_drafts >= self.params.max_drafts:
+            return None
+        spoken = 0.0 if self._turn_started_at is None else self.clock.now() - self._turn_started_at
+        if spoken > self.params.max_speech_s:
+            return None
+        self._ids += 1
+        self._turn_drafts += 1
+        self.stats.started += 1
+        self.current = Draft(id=self._ids, text=norm, started_at=self.clock.now())
+        return self.current
+
+    def on_end(self, text: str) -> tuple[Literal["use", "fresh"], Draft | None]:
+        """The turn is confirmed: use the draft if it answers these words."""
+        draft, self.current = self.current, None
+        self._turn_drafts = 0
+        self._turn_started_at = None
+        if draft is not None and draft.text == normalize_text(text):
+            draft.state = "used"
+            self.stats.used += 1
+            return "use", draft
+        if draft is not None:
+            self.current = draft
+            self._cancel("transcript changed")
+        self.stats.fresh_requests += 1
+        return "fresh", None
+
+    def _cancel(self, reason: str) -> Draft | None:
+        draft = self.current
+        if draft is None:
+            return None
+        self.current = None
+        draft.state = "cancelled"
+        draft.cancel_reason = reason
+        self.stats.cancelled += 1
+        self.stats.cancel_reasons[reason] = self.stats.cancel_reasons.get(reason, 0) + 1
+        return draft
