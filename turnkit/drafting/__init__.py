@@ -1,6 +1,25 @@
-"""Eager drafting: start the reply before the turn is confirmed, and let a
-draft do only work that can be thrown away."""
+"""Eager drafts, cancel on resume, and discard-only tool gating."""
 
-from turnkit.drafting.drafter import Draft, DraftParams, DraftStats, EagerDrafter
+from turnkit.drafting.tools import (
+    Confirmed,
+    Draft,
+    Tool,
+    ToolGate,
+    ToolResult,
+    Turn,
+    WriteRecord,
+    canonical_args,
+    tool,
+)
 
-__all__ = ["Draft", "DraftParams", "DraftStats", "EagerDrafter"]
+__all__ = [
+    "Confirmed",
+    "Draft",
+    "Tool",
+    "ToolGate",
+    "ToolResult",
+    "Turn",
+    "WriteRecord",
+    "canonical_args",
+    "tool",
+]
