@@ -99,8 +99,11 @@ def default_threads() -> int:
     return int(os.environ.get("TURNKIT_LLAMA_THREADS") or 1)
 
 
-def server_command(binary: Path, gguf: Path, port: int, threads: int | None = None) -> list[str]:
+def server_command(
+    binary: Path, gguf: Path, port: int, threads: int | None = None, metrics: bool = False
+) -> list[str]:
     threads = threads or default_threads()
+    extra = ["--metrics"] if metrics else []  # Prometheus /metrics
     return [
         str(binary),
         "-m", str(gguf),
@@ -110,18 +113,20 @@ def server_command(binary: Path, gguf: Path, port: int, threads: int | None = No
         "-t", str(threads),
         "-np", "1",  # one slot: every request reuses its prompt cache
         "--no-warmup",
+        *extra,
     ]  # fmt: skip
 
 
 @contextlib.contextmanager
-def running_llama_server(threads: int | None = None) -> Iterator[str]:
+def running_llama_server(threads: int | None = None, metrics: bool = False) -> Iterator[str]:
     """Start llama-server on a free port, wait for ``/health``, yield the
-    ``/v1`` base URL, stop it. Skips/fails as :func:`require_engine`."""
+    ``/v1`` base URL, stop it. Skips/fails as :func:`require_engine`.
+    ``metrics=True`` adds ``--metrics`` (Prometheus ``/metrics``)."""
     binary, gguf = require_engine()
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(
-        server_command(binary, gguf, port, threads),
+        server_command(binary, gguf, port, threads, metrics),
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
