@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from turnkit.clock import RealClock, VirtualClock, settle
-from turnkit.drafting import Draft, Tool, ToolGate, Turn, canonical_args, tool
+from turnkit.drafting import DraftContext, Tool, ToolGate, Turn, canonical_args, tool
 
 # --- instrumented tools ------------------------------------------------------
 
@@ -405,6 +405,6 @@ async def test_a_new_turn_discards_stale_drafts():
     d = gate.start_draft(1)
     await gate.call(d, "book", {"slot": 1})
     gate.begin_turn(2)
-    assert d.state == "discarded" and isinstance(d, Draft)
+    assert d.state == "discarded" and isinstance(d, DraftContext)
     assert gate.discarded_writes == 1 and world.keys == {}
     assert isinstance(gate.current_turn, Turn)

@@ -1,8 +1,10 @@
-"""Eager drafts, cancel on resume, and discard-only tool gating."""
+"""Eager drafting: start the reply before the turn is confirmed, and let a
+draft do only work that can be thrown away."""
 
+from turnkit.drafting.drafter import Draft, DraftParams, DraftStats, EagerDrafter
 from turnkit.drafting.tools import (
     Confirmed,
-    Draft,
+    DraftContext,
     Tool,
     ToolGate,
     ToolResult,
@@ -15,6 +17,10 @@ from turnkit.drafting.tools import (
 __all__ = [
     "Confirmed",
     "Draft",
+    "DraftContext",
+    "DraftParams",
+    "DraftStats",
+    "EagerDrafter",
     "Tool",
     "ToolGate",
     "ToolResult",

@@ -7,7 +7,7 @@ go through, and it decides, per call, from three pieces of evidence:
 
 * the tool's declared ``effect`` (``"read"`` or ``"write"``) and ``confirm``
   flag, fixed when the tool is registered;
-* the call's *context*: an open :class:`Draft` (speculative), or a confirmed
+* the call's *context*: an open :class:`DraftContext` (speculative), or a confirmed
   :class:`Turn` (a draft that was confirmed routes to its turn);
 * the gate's own records: the read cache of the turn, the pending spoken
   confirmations, and the ledger of writes already executed, keyed by an
@@ -75,7 +75,7 @@ from turnkit.clock import Clock
 
 __all__ = [
     "Confirmed",
-    "Draft",
+    "DraftContext",
     "Tool",
     "ToolGate",
     "ToolResult",
@@ -256,8 +256,11 @@ class _Intent:
     canon: str
 
 
-class Draft:
-    """A speculative reply for caller turn ``turn_id``; discardable.
+class DraftContext:
+    """The tool-call context of a speculative reply for caller turn ``turn_id``.
+
+    One per eager draft (:class:`~turnkit.drafting.drafter.Draft` is the
+    drafter's record of the same draft); discardable.
 
     ``state`` is ``"open"``, ``"confirmed"`` (then ``turn`` is set and calls on
     the draft go to that turn) or ``"discarded"``. ``intended_writes`` lists the
@@ -275,7 +278,7 @@ class Draft:
         self._inflight: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
-        return f"Draft(id={self.draft_id}, turn={self.turn_id}, {self.state})"
+        return f"DraftContext(id={self.draft_id}, turn={self.turn_id}, {self.state})"
 
 
 class Turn:
@@ -304,7 +307,7 @@ class Turn:
 
 
 Confirmed = Turn  # the confirmed-turn context, by its role
-Context = Draft | Turn
+Context = DraftContext | Turn
 
 
 class ToolGate:
@@ -341,7 +344,7 @@ class ToolGate:
         self._clock = clock
         self.session_id = session_id
         self._draft_ids = 0
-        self._drafts: list[Draft] = []
+        self._drafts: list[DraftContext] = []
         self._turn: Turn | None = None
         self._ledger: dict[str, WriteRecord] = {}
         self.reads_run = 0
@@ -382,16 +385,21 @@ class ToolGate:
 
     # --- state transitions (synchronous, atomic) ----------------------------
 
-    def start_draft(self, turn_id: int) -> Draft:
-        """Open a speculative draft for caller turn ``turn_id``."""
+    def start_draft(self, turn_id: int, draft_id: int | None = None) -> DraftContext:
+        """Open a speculative draft for caller turn ``turn_id``.
+
+        ``draft_id`` is for the host's bookkeeping (e.g. the
+        :class:`~turnkit.drafting.drafter.EagerDrafter` draft's ``id``); by
+        default the gate numbers drafts itself.
+        """
         if self._turn is not None and turn_id < self._turn.turn_id:
             raise ValueError(f"turn {turn_id} is older than the current turn {self._turn.turn_id}")
         self._draft_ids += 1
-        draft = Draft(self._draft_ids, turn_id)
+        draft = DraftContext(self._draft_ids if draft_id is None else draft_id, turn_id)
         self._drafts.append(draft)
         return draft
 
-    def discard_draft(self, draft: Draft) -> None:
+    def discard_draft(self, draft: DraftContext) -> None:
         """Throw a draft away: none of its writes ever run, its in-flight reads
         are cancelled and its read cache is dropped. Idempotent. A confirmed
         draft cannot be discarded (its turn is real; interrupt it instead)."""
@@ -428,7 +436,7 @@ class ToolGate:
             self.discard_draft(d)
         return turn
 
-    def confirm_draft(self, draft: Draft) -> Turn:
+    def confirm_draft(self, draft: DraftContext) -> Turn:
         """The draft is the confirmed reply of its turn; returns that turn.
 
         Its cached reads move to the turn (reused for identical calls only);
@@ -512,11 +520,11 @@ class ToolGate:
                 name=name, args=args, ok=False, error=f"Invalid arguments for {name}: {exc}"
             )
 
-        if isinstance(context, Draft) and context.state == "confirmed":
+        if isinstance(context, DraftContext) and context.state == "confirmed":
             assert context.turn is not None
             context = context.turn
 
-        if isinstance(context, Draft):
+        if isinstance(context, DraftContext):
             if context.state == "discarded":
                 if t.effect == "write":
                     self.discarded_writes += 1
@@ -688,7 +696,7 @@ class ToolGate:
         # Cache only successes, and only while the cache belongs to a live reply:
         # a draft confirmed meanwhile shares its turn's cache; a discarded draft
         # or a closed turn has none.
-        if isinstance(ctx, Draft):
+        if isinstance(ctx, DraftContext):
             owner = ctx.turn if ctx.state == "confirmed" else None
             alive = ctx.state == "open" or (owner is not None and owner.state != "closed")
         else:
