@@ -1,0 +1,12 @@
+"""Text-to-speech engines behind one small protocol (:class:`TTS`).
+
+Example::
+
+    tts = EspeakTTS(voice="en-us")
+    pcm = await tts.synthesize("One moment, let me check that.")
+"""
+
+from turnkit.tts.base import TTS, TTSError, TTSUnavailable
+from turnkit.tts.espeak import EspeakTTS
+
+__all__ = ["TTS", "EspeakTTS", "TTSError", "TTSUnavailable"]
