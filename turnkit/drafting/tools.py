@@ -41,6 +41,16 @@ and atomic: a host can call them from a frame handler without awaiting, and no
 tool call can slip in between a decision and its bookkeeping. Executions run
 in tasks; :meth:`ToolGate.wait_writes` awaits the writes of a turn.
 
+Host wiring (with :class:`~turnkit.drafting.drafter.EagerDrafter`): on a new
+draft, ``ctx = gate.start_draft(turn_id, draft.id)`` and make every tool call of
+that draft's LLM stream with ``ctx``; when the drafter cancels the draft,
+``gate.discard_draft(ctx)``; on ``("use", draft)``, ``gate.confirm_draft(ctx)``
+(keep calling with ``ctx``: it now routes to the turn); on ``("fresh", None)``,
+``gate.begin_turn(turn_id)``; on an engine error, discard and begin the turn
+afresh (same ``turn_id``: the ledger keeps repeated writes from running twice).
+Before beginning the next turn, pass the caller's yes/no to
+:meth:`ToolGate.confirm_spoken` if ``turn.awaiting_confirmation``.
+
 Example::
 
     @tool(effect="read", timeout_s=2)
