@@ -209,9 +209,3 @@ class Pipeline:
     async def stop(self) -> None:
         for p in self.processors:
             await p.stop()
-
-    async def run_frames(self, frames: Sequence[Frame]) -> None:
-        """Queue frames, wait for them to drain (EndFrame/CancelFrame welcome)."""
-        for f in frames:
-            self.queue_frame_nowait(f)
-        await self.wait_idle()

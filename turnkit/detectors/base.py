@@ -86,6 +86,13 @@ class EndOfTurnDetector:
         return []
 
     # -- helpers for subclasses ----------------------------------------------
+    def _still_running_ms(self, cost_ms: float, started_at: float) -> float:
+        """The part of a model's cost still running now. A model that began
+        at ``started_at`` (clock time) and took ``cost_ms`` of wall time only
+        delays a decision by what is left of it: all of it right after it
+        started, none when a timer fires long after."""
+        return max(0.0, cost_ms - (self.clock.now() - started_at) * 1000)
+
     def _end(
         self, probability: float | None = None, compute_ms: float = 0.0, reason: str = ""
     ) -> TurnEndFrame:

@@ -272,7 +272,7 @@ class FusedDetector(EndOfTurnDetector):
         )
         # The models ran when the pause began; only the part of their cost
         # still running now delays the decision.
-        pending_ms = max(0.0, pause["compute_ms"] - (now - pause["at"]) * 1000)
+        pending_ms = self._still_running_ms(pause["compute_ms"], pause["at"])
         out.append(
             self._end(
                 probability=pause["p"],

@@ -234,9 +234,7 @@ class LLMEouDetector(EndOfTurnDetector):
             return
         # Only the part of the request still running at this moment delays
         # the decision (none when a timer fires long after it).
-        pending_ms = (
-            max(0.0, self._infer_ms - (now - self._infer_at) * 1000) if self._asked else 0.0
-        )
+        pending_ms = self._still_running_ms(self._infer_ms, self._infer_at) if self._asked else 0.0
         if self._error is not None:
             self.fallbacks += 1
             reason = f"{verdict} (after {silent_ms:.0f} ms silence)"

@@ -347,7 +347,7 @@ class SmartTurnDetector(EndOfTurnDetector):
             return False
         # Only the part of the model's cost still running at this moment
         # delays the decision (none when a timer fires long after inference).
-        pending_ms = max(0.0, self._infer_ms - (now - self._infer_at) * 1000)
+        pending_ms = self._still_running_ms(self._infer_ms, self._infer_at)
         verdict = "complete" if complete else "incomplete"
         out.append(
             self._end(
