@@ -1,0 +1,269 @@
+"""turnkit-deepgram: Flux events -> turnkit frames -> EagerDrafter + ToolGate.
+
+The streams are built from the demo corpus's measured word times and holds
+(tests/flux_corpus.py) and parsed with the deepgram SDK's own models.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from deepgram.listen.v2.types import ListenV2TurnInfo
+from pydantic import ValidationError
+
+from turnkit.clock import VirtualClock
+from turnkit.drafting import DraftParams, ToolGate, tool
+from turnkit.frames import (
+    TranscriptFrame,
+    TurnEagerFrame,
+    TurnEndFrame,
+    TurnResumedFrame,
+    VADSpeechStartedFrame,
+)
+from turnkit_deepgram import FluxThresholds, FluxTurnMapper, load_flux_jsonl, replay_flux
+from turnkit_deepgram.replay import main
+
+sys.path.insert(0, str(Path(__file__).parent))
+from flux_corpus import KIND_CONF, all_call_ids, flux_stream, write_stream
+
+MAX_DRAFTS = DraftParams().max_drafts
+
+
+def expected_counts(eager_kinds_per_turn: list[list[str]]) -> tuple[int, int, int]:
+    """Drafts (started, used, cancelled) the drafter's rules give for turns
+    whose holds sent the eager signals listed (plus one at each turn's end)."""
+    started = used = cancelled = 0
+    for kinds in eager_kinds_per_turn:
+        n = len(kinds)
+        started += min(MAX_DRAFTS, n + 1)
+        cancelled += min(MAX_DRAFTS, n)
+        used += 1 if n < MAX_DRAFTS else 0
+    return started, used, cancelled
+
+
+def test_mapper_frames_for_each_event() -> None:
+    clock = VirtualClock()
+    mapper = FluxTurnMapper(clock)
+    msgs, _ = flux_stream("booking-think-03")
+    by_event: dict[str, list[type]] = {}
+    for m in msgs[1:]:
+        info = ListenV2TurnInfo.model_validate({k: v for k, v in m.items() if k != "received_at"})
+        kinds = [type(f) for f in mapper.map(info)]
+        by_event.setdefault(str(info.event), []).extend(kinds)
+    assert VADSpeechStartedFrame in by_event["StartOfTurn"]
+    assert by_event["EagerEndOfTurn"].count(TurnEagerFrame) == 2 + 3  # 2 holds + 3 turn ends
+    assert by_event["TurnResumed"] == [TurnResumedFrame, TurnResumedFrame]
+    assert by_event["EndOfTurn"].count(TurnEndFrame) == 3
+    assert TurnEagerFrame not in by_event["Update"]
+
+
+def test_mapper_normalises_and_times_transcripts() -> None:
+    clock = VirtualClock()
+    mapper = FluxTurnMapper(clock, audio_offset=10.0)
+    msg = ListenV2TurnInfo(
+        request_id="r",
+        sequence_id=3,
+        event="EndOfTurn",
+        turn_index=0,
+        audio_window_start=0.0,
+        audio_window_end=1.5,
+        transcript="Sure, it's under Miller.",
+        words=[
+            {"word": "Sure,", "confidence": 0.9, "start": 0.1, "end": 0.4},
+            {"word": "Miller.", "confidence": 0.9, "start": 0.9, "end": 1.2},
+        ],
+        end_of_turn_confidence=0.9,
+        trigger="model",
+    )
+    frames = mapper.map(msg)
+    tr = next(f for f in frames if isinstance(f, TranscriptFrame))
+    assert tr.text == "sure it's under miller"
+    assert tr.is_final and tr.spoken_until == pytest.approx(11.2)
+    end = next(f for f in frames if isinstance(f, TurnEndFrame))
+    assert end.probability == pytest.approx(0.9) and end.reason == "flux model"
+    assert end.detector == "deepgram-flux"
+
+
+@pytest.mark.parametrize("call_id", all_call_ids())
+async def test_replay_corpus_stream_drives_drafter(call_id: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{call_id}.jsonl"
+    plans = write_stream(call_id, path)
+    result = await replay_flux(path)
+    assert result.errors == []
+    assert len(result.turns) == len(plans)
+    started, used, cancelled = expected_counts([p.eager_holds for p in plans])
+    s = result.stats
+    assert (s.started, s.used, s.cancelled) == (started, used, cancelled)
+    # a draft dies when the caller goes on: Flux's TurnResumed, or new words
+    # in an Update that came first
+    assert set(s.cancel_reasons) <= {"resumed", "words changed"}
+    assert sum(s.cancel_reasons.values()) == cancelled
+    for turn, plan in zip(result.turns, plans, strict=True):
+        # Flux's EndOfTurn comes 0.5 s after the labelled end.
+        assert turn.decided_at == pytest.approx(plan.end + 0.5, abs=1e-6)
+        assert turn.drafted == (len(plan.eager_holds) < MAX_DRAFTS)
+        if turn.drafted:
+            # the draft started at the end-of-turn eager, 250 ms before the end
+            assert turn.decided_at - turn.draft_started_at == pytest.approx(0.25, abs=1e-6)
+    assert len(result.replies) == len(plans)
+
+
+async def test_stricter_eager_threshold_drops_low_confidence_eagers(tmp_path: Path) -> None:
+    plans_all: list[list[str]] = []
+    paths = []
+    for call_id in all_call_ids():
+        p = tmp_path / f"{call_id}.jsonl"
+        plans_all.extend(h.eager_holds for h in write_stream(call_id, p))
+        paths.append(p)
+    th = FluxThresholds(eot_threshold=0.8, eager_eot_threshold=0.5)
+    started = used = cancelled = 0
+    for p in paths:
+        r = await replay_flux(p, th)
+        started, used, cancelled = (
+            started + r.stats.started,
+            used + r.stats.used,
+            cancelled + r.stats.cancelled,
+        )
+    # Only between-sentence holds (0.62) clear 0.5; mid-sentence (0.40) and
+    # comma (0.45) holds no longer start drafts.
+    kept = [[k for k in kinds if KIND_CONF[k] >= 0.5] for kinds in plans_all]
+    assert (started, used, cancelled) == expected_counts(kept)
+    assert cancelled < sum(len(k) for k in plans_all)
+
+
+async def test_looser_eot_threshold_ends_at_confident_holds(tmp_path: Path) -> None:
+    """eot_threshold 0.6 on the client: a between-sentences hold (0.62) ends
+    the turn early (a false cutoff), the caller resumes, Flux ends it later."""
+    path = tmp_path / "b.jsonl"
+    plans = write_stream("booking-think-03", path)
+    msgs, _ = load_flux_jsonl(path)
+    clock = VirtualClock()
+    mapper = FluxTurnMapper(clock, FluxThresholds(eot_threshold=0.6, eager_eot_threshold=0.5))
+    frames = []
+    for m in msgs:
+        await clock.advance_to(m.at)
+        frames.extend(mapper.map(m.message))
+    ends = [f for f in frames if isinstance(f, TurnEndFrame)]
+    hold = next(p for p in plans if "between-sentences" in p.eager_holds)
+    early = [e for e in ends if hold.start < e.at < hold.end]
+    assert len(early) == 1 and early[0].reason.startswith("confidence 0.62")
+    resumed = [f for f in frames if isinstance(f, TurnResumedFrame) and f.at > early[0].at]
+    assert resumed and resumed[0].at < hold.end + 0.5
+    assert len(ends) == len(plans) + 1
+
+
+async def test_tool_gate_behind_flux(tmp_path: Path) -> None:
+    """Reads run inside drafts; writes wait for the confirmed turn and run
+    once per turn; discarded drafts' writes never run."""
+    path = tmp_path / "s.jsonl"
+    plans = write_stream("support-and-um-04", path)
+    clock = VirtualClock()
+    booked: list[str] = []
+
+    @tool(effect="read", timeout_s=1)
+    async def lookup(q: str) -> str:
+        await clock.sleep(0.05)
+        return "found " + q
+
+    @tool(effect="write", timeout_s=1)
+    async def file_ticket(text: str) -> str:
+        await clock.sleep(0.05)
+        booked.append(text)
+        return "ticket"
+
+    gate = ToolGate([lookup, file_ticket], clock, session_id="flux-test")
+
+    async def respond(text: str, ctx) -> str:
+        r = await gate.call(ctx, "lookup", {"q": text})
+        assert r.ok
+        await gate.call(ctx, "file_ticket", {"text": text})
+        return text
+
+    result = await replay_flux(path, respond=respond, gate=gate, clock=clock)
+    for t in gate.ledger:
+        assert t.status == "ok"
+    started, _used, cancelled = expected_counts([p.eager_holds for p in plans])
+    assert gate.executed_writes == len(plans)
+    assert sorted(booked) == sorted(t.text for t in result.turns)
+    assert gate.deferred_writes == started
+    assert gate.discarded_writes == cancelled
+    assert gate.reads_run >= started
+
+
+def test_bad_lines_are_one_clear_error_each(tmp_path: Path) -> None:
+    msgs, _ = flux_stream("easy-short-08")
+    lines = [json.dumps(m) for m in msgs]
+    bad = dict(msgs[3])
+    del bad["transcript"]
+    neg = dict(msgs[4])
+    neg["received_at"] = -1
+    lines[1:1] = [
+        "{not json",
+        json.dumps({"type": "Results", "x": 1}),
+        json.dumps(bad),
+        json.dumps(neg),
+        "[1, 2]",
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    good, errors = load_flux_jsonl(path)
+    assert len(errors) == 5
+    assert errors[0].startswith(f"{path}:2: not JSON")
+    assert errors[1].startswith(f"{path}:3: type: unknown message type 'Results'")
+    assert errors[2] == f"{path}:4: transcript: Field required"
+    assert errors[3].startswith(f"{path}:5: received_at: expected seconds >= 0")
+    assert errors[4].startswith(f"{path}:6: expected a JSON object")
+    assert all("\n" not in e and "Traceback" not in e for e in errors)
+    assert len(good) == len(msgs)
+
+
+async def test_bad_lines_do_not_stop_the_replay(tmp_path: Path) -> None:
+    msgs, plans = flux_stream("easy-short-08")
+    lines = [json.dumps(m) for m in msgs]
+    lines.insert(5, '{"type": "TurnInfo", "event": "Update"}')
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(lines))
+    r = await replay_flux(path)
+    assert len(r.errors) == 1 and ":6: " in r.errors[0]
+    assert len(r.turns) == len(plans)
+
+
+def test_thresholds_validate_and_build_connect_params() -> None:
+    th = FluxThresholds(eot_threshold=0.8, eager_eot_threshold=0.5, eot_timeout_ms=3000)
+    assert th.connect_params() == {
+        "eot_threshold": "0.8",
+        "eager_eot_threshold": "0.5",
+        "eot_timeout_ms": "3000",
+    }
+    with pytest.raises(ValidationError, match="above eot_threshold"):
+        FluxThresholds(eot_threshold=0.6, eager_eot_threshold=0.7)
+    with pytest.raises(ValidationError):
+        FluxThresholds(eot_threshold=0.3)
+    # The SDK's connect() takes exactly these keyword names.
+    import inspect
+
+    from deepgram.listen.v2.client import AsyncV2Client
+
+    params = inspect.signature(AsyncV2Client.connect).parameters
+    assert set(th.connect_params()) <= set(params)
+
+
+def test_cli_prints_turns_and_reports_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good.jsonl"
+    write_stream("easy-short-08", good)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good.read_text() + "{oops\n")
+    missing = tmp_path / "missing.jsonl"
+    rc = main([str(good), str(bad), str(missing), "--eager-eot-threshold", "0.5"])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert "bad.jsonl:" in err and "not JSON" in err
+    assert "missing.jsonl: cannot read" in err
+    assert "Traceback" not in err
+    assert "is friday open" in out.replace("\n", " ") or "friday" in out
+    assert main([str(good)]) == 0
