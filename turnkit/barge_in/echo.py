@@ -1,0 +1,355 @@
+"""Echo filter: is the caller's microphone hearing the caller, or only the
+agent's own voice coming back?
+
+:class:`EchoFilter` decides, for each caller frame, how much of it is the
+agent's echo, from the audio the agent played (the *reference*: ``agent.wav``
+in replay, the output stream live):
+
+1. **Delay search** — generalised cross-correlation (PHAT-weighted, speech
+   band) between the last 0.5 s of microphone and reference audio over
+   delays of 0 to ``max_delay_ms``. A peak that stands well out of the
+   correlation (peak / standard deviation) is an echo path; the median of
+   the last accepted peaks is the delay. Without a locked delay there is no
+   evidence of echo, unless the reference is loud right now, in which case
+   the reference's power over *all* candidate delays is taken as possible
+   echo (conservative while the path is being found).
+2. **Echo power** — the reference's power spectrum at that delay, smeared by
+   the room's decay (``tail_ms``) and scaled per frequency band by the echo
+   path's gain, which tracks the lower envelope of mic/reference power on
+   frames where the reference is loud (echo-only frames give the lowest
+   ratios; caller speech only raises them), times an ``overestimate`` margin.
+3. **Residual** — what the microphone holds beyond that echo and the noise
+   floor. Caller speech over the agent (double talk) leaves a large residual
+   in the bands it occupies; echo alone leaves little. The frame's audio is
+   rewritten with the echo bands suppressed (a residual echo suppressor), so
+   the VAD and end-of-turn models downstream hear the caller, not the agent.
+
+:class:`EchoTranscriptCheck` is the second line of evidence: a transcript
+whose words are a run of the agent's own recent words is its echo. With no
+reference (no ``agent.wav``) it is the only one.
+
+Example::
+
+    echo = EchoFilter()
+    echo.set_reference(agent_audio)            # replay: the whole agent track
+    step = echo.process(frame_audio, at=t)      # live: push_reference() as it plays
+    vad.analyze(step.audio, t)                  # echo bands suppressed
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from turnkit.audio.wav import resample
+
+__all__ = [
+    "EchoFilter",
+    "EchoParams",
+    "EchoStep",
+    "EchoTranscriptCheck",
+    "ReferenceBuffer",
+    "align_reference",
+]
+
+log = logging.getLogger(__name__)
+
+
+def align_reference(
+    ref: np.ndarray, ref_rate: int, n_samples: int, rate: int = 16000, name: str = "agent.wav"
+) -> np.ndarray:
+    """The reference on the microphone's timeline: resampled to ``rate`` and
+    padded or cut to ``n_samples``, with a warning when it had to change
+    (another rate or another length than the caller audio)."""
+    out = resample(ref, ref_rate, rate) if ref_rate != rate else ref.astype(np.float32)
+    if len(out) != n_samples:
+        # A few samples of rounding are normal after resampling; more is a
+        # recording whose tracks were not cut together.
+        if abs(len(out) - n_samples) > rate // 100:
+            log.warning(
+                "%s: %.3f s long, the caller audio is %.3f s: %s to match",
+                name,
+                len(out) / rate,
+                n_samples / rate,
+                "padded with silence" if len(out) < n_samples else "cut",
+            )
+        out = np.pad(out, (0, max(0, n_samples - len(out))))[:n_samples]
+    return np.ascontiguousarray(out, dtype=np.float32)
+
+
+class ReferenceBuffer:
+    """What the loudspeaker played, by absolute sample index (sample 0 is
+    the microphone's first sample). Holds the last ``keep_s`` seconds live,
+    or a whole track in replay; unknown samples read as silence."""
+
+    def __init__(self, rate: int = 16000, keep_s: float = 4.0) -> None:
+        self.rate = rate
+        self._keep = int(keep_s * rate)
+        self._buf = np.zeros(0, dtype=np.float32)
+        self._start = 0  # absolute index of _buf[0]
+
+    def set_track(self, audio: np.ndarray) -> None:
+        self._buf = np.ascontiguousarray(audio, dtype=np.float32)
+        self._start = 0
+        self._keep = max(self._keep, len(audio))
+
+    def write(self, audio: np.ndarray, start: int) -> None:
+        """Add played samples starting at absolute index ``start``."""
+        end = self._start + len(self._buf)
+        if start > end:
+            self._buf = np.concatenate([self._buf, np.zeros(start - end, np.float32)])
+            end = start
+        keep = self._buf[: max(0, start - self._start)]
+        self._buf = np.concatenate([keep, audio.astype(np.float32)])
+        if len(self._buf) > self._keep:
+            drop = len(self._buf) - self._keep
+            self._buf = self._buf[drop:]
+            self._start += drop
+
+    def read(self, start: int, n: int) -> np.ndarray:
+        out = np.zeros(n, dtype=np.float32)
+        lo = max(start, self._start)
+        hi = min(start + n, self._start + len(self._buf))
+        if hi > lo:
+            out[lo - start : hi - start] = self._buf[lo - self._start : hi - self._start]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class EchoParams:
+    max_delay_ms: float = 300.0
+    search_window_s: float = 0.5  # audio compared per delay search
+    search_every: int = 4  # frames between delay searches while the agent plays
+    peak_sharpness: float = 6.5  # correlation peak / std for an echo path
+    tail_ms: float = 60.0  # room decay smearing the echo after the reference
+    overestimate_db: float = 6.0  # margin over the tracked echo path gain
+    ref_floor_db: float = -55.0  # reference quieter than this plays nothing
+    caller_ratio: float = 1.0  # residual / (echo + noise) above this: the caller
+    gain_floor_db: float = -30.0  # most an echo band is suppressed
+    band_hz: tuple[float, float] = (150.0, 4000.0)
+
+
+@dataclass(slots=True)
+class EchoStep:
+    """The echo filter's verdict on one microphone frame."""
+
+    audio: np.ndarray  # the frame with echo bands suppressed
+    reference_active: bool  # the agent's audio could be in this frame
+    echo_power: float  # estimated echo power in the speech band
+    residual_power: float  # microphone power beyond echo and noise
+    caller_present: bool  # residual clearly above the echo: someone else speaks
+    delay_ms: float | None  # locked echo path delay, if found
+
+    @property
+    def echo_only(self) -> bool:
+        return self.reference_active and not self.caller_present
+
+
+class EchoFilter:
+    """Decides how much of each microphone frame is the agent's own echo.
+
+    Framework-free and stateful per call; see the module docstring for the
+    evidence. ``process`` takes frames in order (any fixed size, 512 at
+    16 kHz in turnkit's pipeline).
+    """
+
+    def __init__(
+        self, params: EchoParams | None = None, rate: int = 16000, frame_samples: int = 512
+    ) -> None:
+        self.params = params or EchoParams()
+        self.rate = rate
+        self.n = frame_samples
+        self.reference = ReferenceBuffer(rate)
+        self.has_reference = False
+        p = self.params
+        self._maxd = int(p.max_delay_ms * rate / 1000)
+        self._search_len = int(p.search_window_s * rate)
+        k = frame_samples // 2 + 1
+        freqs = np.fft.rfftfreq(frame_samples, 1 / rate)
+        self._band = (freqs >= p.band_hz[0]) & (freqs <= p.band_hz[1])
+        self._win = np.hanning(frame_samples).astype(np.float32)
+        self._win_power = float(np.sum(self._win**2))
+        self._decay = float(np.exp(-frame_samples / rate / (p.tail_ms / 1000)))
+        self._over = 10 ** (p.overestimate_db / 10)
+        self._ref_floor = 10 ** (p.ref_floor_db / 10)
+        self._gain_floor = 10 ** (p.gain_floor_db / 20)
+        nfft = 1 << int(np.ceil(np.log2(self._search_len + self._maxd)))
+        self._nfft = nfft
+        sf = np.fft.rfftfreq(nfft, 1 / rate)
+        self._search_band = (sf > p.band_hz[0]) & (sf < min(p.band_hz[1], 3500.0))
+        self._k = k
+        # Powers are compared in ~250 Hz bands: a single FFT bin of one frame
+        # is far too noisy to tell echo from speech.
+        edges = np.arange(p.band_hz[0], p.band_hz[1] + 1, 250.0)
+        self._bands = np.stack(
+            [(freqs >= lo) & (freqs < hi) for lo, hi in itertools.pairwise(edges)]
+        ).astype(np.float64)
+        self._bin_band = np.argmax(np.vstack([self._bands, 1e-9 * np.ones(k)]), axis=0)
+        self.reset()
+
+    # -- reference -----------------------------------------------------------
+    def set_reference(self, audio: np.ndarray) -> None:
+        """The whole played track, on the microphone's timeline (replay)."""
+        self.reference.set_track(audio)
+        self.has_reference = True
+
+    def push_reference(self, audio: np.ndarray, at: float) -> None:
+        """Audio the loudspeaker played starting at clock time ``at`` (live)."""
+        self.reference.write(audio, round(at * self.rate))
+        self.has_reference = True
+
+    def reset(self) -> None:
+        self._mic = np.zeros(self._search_len, dtype=np.float32)
+        self._delays: deque[int] = deque(maxlen=5)
+        self._frames = 0
+        self._pr = np.zeros(self._k)
+        nb = len(self._bands)
+        # Echo path power gain per band, a least-squares fit of mic power on
+        # reference power over echo-only frames (forgetting ~2 s); it starts
+        # at 0 dB (all reference-band sound is echo) until it has evidence.
+        self._xy = np.zeros(nb)
+        self._yy = np.zeros(nb)
+        self._gain = np.ones(nb)
+        self._noise: np.ndarray | None = None
+        self.delay_samples: int | None = None
+
+    @property
+    def delay_ms(self) -> float | None:
+        return None if self.delay_samples is None else self.delay_samples * 1000 / self.rate
+
+    # -- decision --------------------------------------------------------------
+    def process(self, frame: np.ndarray, at: float) -> EchoStep:
+        n = len(frame)
+        idx = round(at * self.rate)
+        self._mic = np.concatenate([self._mic[n:], frame.astype(np.float32)])
+        self._frames += 1
+        spec = np.fft.rfft(frame * self._win[:n] if n == self.n else frame)
+        px = (np.abs(spec) ** 2) / self._win_power
+        self._track_noise(px)
+        # Is anything playing that could reach this frame (any delay)?
+        span = self.reference.read(idx - self._maxd, self._maxd + n)
+        ref_power = float(np.mean(span**2)) if self.has_reference else 0.0
+        playing = ref_power > self._ref_floor
+        if playing and self._frames % self.params.search_every == 0:
+            self._search_delay(idx + n)
+        pr = self._reference_power(idx, n, playing)
+        active = bool(np.any(pr[self._band] > 0))
+        if not active:
+            return EchoStep(frame, False, 0.0, float(np.sum(px[self._band])), False, self.delay_ms)
+        bx = self._bands @ px
+        br = self._bands @ pr
+        echo_b = self._over * self._gain * br
+        noise = self._noise if self._noise is not None else np.zeros_like(px)
+        bn = self._bands @ noise
+        residual = np.maximum(bx - echo_b - bn, 0.0)
+        e_band = float(np.sum(echo_b))
+        r_band = float(np.sum(residual))
+        caller = r_band > self.params.caller_ratio * (e_band + float(np.sum(bn)))
+        if self.delay_samples is not None and playing and not caller:
+            self._learn_gain(bx, br)
+        # Residual echo suppression: each band keeps what exceeds its echo.
+        gains_b = np.clip(1.0 - echo_b / np.maximum(bx, 1e-20), 0.0, 1.0)
+        gains_b = np.maximum(np.sqrt(gains_b), self._gain_floor)
+        if not caller:
+            # Echo alone: nothing in this frame is the caller's.
+            gains_b = np.full_like(gains_b, self._gain_floor)
+        gains = np.append(gains_b, 1.0)[self._bin_band]
+        raw = np.fft.rfft(frame)
+        cleaned = np.fft.irfft(raw * gains, n).astype(np.float32)
+        return EchoStep(cleaned, True, e_band, r_band, bool(caller), self.delay_ms)
+
+    def _track_noise(self, px: np.ndarray) -> None:
+        # Minimum-statistics style floor: falls at once, rises slowly.
+        if self._noise is None:
+            self._noise = px.copy()
+            return
+        self._noise = np.where(px < self._noise, px, self._noise * 1.01)
+
+    def _reference_power(self, idx: int, n: int, playing: bool) -> np.ndarray:
+        if self.delay_samples is not None:
+            ref = self.reference.read(idx - self.delay_samples, n)
+            spec = np.fft.rfft(ref * self._win[:n] if n == self.n else ref)
+            now = (np.abs(spec) ** 2) / self._win_power
+        elif playing:
+            # Path not found yet: any delay is possible, so the loudest
+            # reference frame in the window stands for the echo.
+            span = self.reference.read(idx - self._maxd, self._maxd + n)
+            frames = span[len(span) % n :].reshape(-1, n)
+            spec = np.fft.rfft(frames * self._win[None, :n], axis=1)
+            now = ((np.abs(spec) ** 2) / self._win_power).max(axis=0)
+        else:
+            now = np.zeros(self._k)
+        self._pr = np.maximum(now, self._decay * self._pr)
+        self._pr[self._pr < self._ref_floor * 1e-3] = 0.0
+        return self._pr
+
+    def _learn_gain(self, bx: np.ndarray, br: np.ndarray) -> None:
+        loud = br > self._ref_floor
+        if not np.any(loud):
+            return
+        f = 0.985  # ~2 s memory at 32 ms frames
+        self._xy = np.where(loud, f * self._xy + bx * br, self._xy)
+        self._yy = np.where(loud, f * self._yy + br * br, self._yy)
+        seen = self._yy > 0
+        self._gain = np.where(seen, self._xy / np.maximum(self._yy, 1e-30), self._gain)
+
+    def _search_delay(self, end: int) -> None:
+        mic = self._mic
+        if float(np.mean(mic**2)) <= 0.0:
+            return
+        ref = self.reference.read(end - self._search_len - self._maxd, self._search_len + self._maxd)
+        if float(np.mean(ref[-self._search_len :] ** 2)) < self._ref_floor:
+            return
+        m = np.fft.rfft(mic, self._nfft)
+        r = np.fft.rfft(ref, self._nfft)
+        cross = m * np.conj(r)
+        cross = np.where(self._search_band, cross / (np.abs(cross) + 1e-12), 0)
+        cc = np.fft.irfft(cross, self._nfft)
+        # mic[t] matches ref[maxd + t - d]: delay d sits at lag -(maxd - d).
+        d = np.arange(self._maxd + 1)
+        vals = cc[(d - self._maxd) % self._nfft]
+        best = int(np.argmax(vals))
+        sharp = float(vals[best] / (np.std(vals) + 1e-12))
+        if sharp >= self.params.peak_sharpness:
+            self._delays.append(int(d[best]))
+            if len(self._delays) >= 2:
+                self.delay_samples = int(np.median(self._delays))
+
+
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+class EchoTranscriptCheck:
+    """Is a caller transcript the agent's own words coming back?
+
+    Evidence: the agent's text of the last ``window_s`` seconds. A
+    transcript of at least ``min_words`` words that appears as a contiguous
+    run of the agent's words is echo (a recogniser hearing the loudspeaker);
+    one or two words ("friday", "yes") are too common to tell, so they pass.
+    """
+
+    def __init__(self, min_words: int = 2, window_s: float = 20.0) -> None:
+        self.min_words = min_words
+        self.window_s = window_s
+        self._texts: deque[tuple[float, list[str]]] = deque()
+
+    def agent_said(self, text: str, at: float) -> None:
+        self._texts.append((at, _WORD.findall(text.lower())))
+
+    def is_echo(self, transcript: str, now: float) -> bool:
+        while self._texts and self._texts[0][0] < now - self.window_s:
+            self._texts.popleft()
+        words = _WORD.findall(transcript.lower())
+        if len(words) < self.min_words:
+            return False
+        k = len(words)
+        for _, agent in self._texts:
+            for i in range(len(agent) - k + 1):
+                if agent[i : i + k] == words:
+                    return True
+        return False
