@@ -6,7 +6,14 @@ Example::
     pcm = await tts.synthesize("One moment, let me check that.")
 """
 
-from turnkit.tts.base import TTS, TTSError, TTSUnavailable
+from turnkit.tts.base import TTS, TTSError, TTSUnavailable, WordTimedAudio, WordTimedTTS
 from turnkit.tts.espeak import EspeakTTS
 
-__all__ = ["TTS", "EspeakTTS", "TTSError", "TTSUnavailable"]
+__all__ = [
+    "TTS",
+    "EspeakTTS",
+    "TTSError",
+    "TTSUnavailable",
+    "WordTimedAudio",
+    "WordTimedTTS",
+]

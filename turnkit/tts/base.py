@@ -26,11 +26,15 @@ Example (any object with these members is a TTS)::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["TTS", "TTSError", "TTSUnavailable"]
+from turnkit.frames import Word
+
+__all__ = ["TTS", "TTSError", "TTSUnavailable", "WordTimedAudio", "WordTimedTTS"]
 
 
 class TTSError(RuntimeError):
@@ -61,3 +65,27 @@ class TTS(Protocol):
     def sample_rate(self) -> int: ...
 
     async def synthesize(self, text: str) -> np.ndarray: ...
+
+
+@dataclass(slots=True, frozen=True)
+class WordTimedAudio:
+    """Audio plus where each word of its text lies in it (seconds from the
+    first sample); ``words`` follow the text's whitespace tokens in order."""
+
+    audio: np.ndarray
+    sample_rate: int
+    words: Sequence[Word]
+
+    @property
+    def duration(self) -> float:
+        return len(self.audio) / self.sample_rate
+
+
+@runtime_checkable
+class WordTimedTTS(TTS, Protocol):
+    """Optional extension: a TTS that also says when each word is spoken
+    (what playback-aware history truncation needs to cut exactly; see
+    :mod:`turnkit.barge_in.truncation`). Engines without it still work:
+    truncation then estimates word times from the text."""
+
+    async def synthesize_words(self, text: str) -> WordTimedAudio: ...

@@ -27,7 +27,8 @@ import numpy as np
 import soundfile as sf
 
 from turnkit.audio.wav import resample
-from turnkit.tts.base import TTSError, TTSUnavailable
+from turnkit.frames import Word
+from turnkit.tts.base import TTSError, TTSUnavailable, WordTimedAudio
 
 __all__ = ["ESPEAK_BINARY", "EspeakTTS", "espeak_version"]
 
@@ -85,6 +86,11 @@ class EspeakTTS:
     """
 
     sample_rate: int = 22050
+    # Silences between words in :meth:`synthesize_words` (seconds).
+    LEAD_IN_S = 0.05
+    WORD_GAP_S = 0.03
+    SHORT_PAUSE_S = 0.15
+    LONG_PAUSE_S = 0.3
 
     def __init__(
         self,
@@ -121,6 +127,63 @@ class EspeakTTS:
         The text goes through stdin (never argv), so a line that starts with
         ``-`` is spoken, not parsed as an option.
         """
+        return await self._render(text)
+
+    async def synthesize_words(self, text: str) -> WordTimedAudio:
+        """``text`` with exact word timings, rendered one word at a time.
+
+        espeak-ng's command line reports no word positions, so each
+        whitespace token is rendered on its own (``-z``: no sentence pause),
+        trimmed to its sound (samples above -60 dBFS), and the words are
+        joined with fixed silences: :attr:`WORD_GAP_S` between words,
+        :attr:`SHORT_PAUSE_S` after ``, ; :`` and :attr:`LONG_PAUSE_S` after
+        ``. ! ?``. Word times are therefore exact by construction; the price
+        is per-word prosody (each word carries its own intonation). Tokens
+        with nothing to say (a lone dash) become a short pause.
+        """
+        words = text.split()
+        if not words:
+            raise ValueError("cannot synthesize empty text")
+        sem = asyncio.Semaphore(2)
+        cache: dict[str, asyncio.Task[np.ndarray]] = {}
+
+        async def one(word: str) -> np.ndarray:
+            async with sem:
+                return _trim(await self._render(word, final_pause=False))
+
+        for w in words:
+            if re.search(r"\w", w) and w not in cache:
+                cache[w] = asyncio.ensure_future(one(w))
+        try:
+            await asyncio.gather(*cache.values())
+        except BaseException:
+            for t in cache.values():
+                t.cancel()
+            raise
+        rate = self.sample_rate
+        pieces: list[np.ndarray] = [np.zeros(round(self.LEAD_IN_S * rate), np.float32)]
+        timed: list[Word] = []
+        pos = len(pieces[0])
+        for w in words:
+            if w in cache:
+                clip = cache[w].result()
+                timed.append(Word(text=w, start=pos / rate, end=(pos + len(clip)) / rate))
+                pieces.append(clip)
+                pos += len(clip)
+            else:
+                timed.append(Word(text=w, start=pos / rate, end=pos / rate))
+            gap = self.WORD_GAP_S
+            end = w.rstrip("\"')]")
+            if end[-1:] in ".!?":
+                gap = self.LONG_PAUSE_S
+            elif end[-1:] in ",;:" or not re.search(r"\w", w):
+                gap = self.SHORT_PAUSE_S
+            n = round(gap * rate)
+            pieces.append(np.zeros(n, np.float32))
+            pos += n
+        return WordTimedAudio(np.concatenate(pieces), rate, timed)
+
+    async def _render(self, text: str, *, final_pause: bool = True) -> np.ndarray:
         if not text.strip():
             raise ValueError("cannot synthesize empty text")
         proc = await asyncio.create_subprocess_exec(
@@ -132,6 +195,7 @@ class EspeakTTS:
             str(self.speed),
             "-p",
             str(self.pitch),
+            *(() if final_pause else ("-z",)),
             "--stdin",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
@@ -164,3 +228,12 @@ class EspeakTTS:
             raise TTSError(f"espeak-ng wrote unreadable audio: {exc}") from None
         mono = np.ascontiguousarray(data[:, 0])
         return resample(mono, int(rate), self.sample_rate)
+
+
+def _trim(clip: np.ndarray, floor_db: float = -60.0) -> np.ndarray:
+    """``clip`` without the silence before its first and after its last
+    sample above ``floor_db`` dBFS."""
+    loud = np.flatnonzero(np.abs(clip) > 10 ** (floor_db / 20))
+    if loud.size == 0:
+        return clip[:0]
+    return clip[loud[0] : loud[-1] + 1]
