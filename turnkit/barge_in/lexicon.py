@@ -1,0 +1,114 @@
+"""Backchannels per language: what a listener says to keep the speaker
+going ("uh-huh", "vale", "d'accord", "genau", "tá"), not to take the floor.
+
+A transcript is a backchannel when its words split entirely into lexicon
+phrases (so "okay okay" and "oh okay" are, "okay so" is not). Hesitations
+("um", "uh") are listed too: alone they do not bid for the floor.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+__all__ = [
+    "ANSWERS",
+    "BACKCHANNELS",
+    "backchannel_words",
+    "is_answer",
+    "is_backchannel",
+    "tokens",
+]
+
+BACKCHANNELS: dict[str, tuple[str, ...]] = {
+    "en": (
+        "uh-huh", "uh huh", "mm-hmm", "mm hmm", "mhm", "hmm", "hm", "mm", "uh", "um", "huh",
+        "yeah", "yes", "yep", "yup", "ya", "okay", "ok", "right", "alright", "all right",
+        "sure", "i see", "got it", "gotcha", "cool", "great", "good", "exactly", "true",
+        "wow", "oh", "ah", "nice", "indeed", "of course", "makes sense", "totally",
+    ),
+    "es": (
+        "sí", "si", "vale", "claro", "ajá", "aja", "ya", "bueno", "exacto", "entiendo",
+        "mhm", "mm", "ok", "okay", "de acuerdo", "ah", "oh", "eh", "vale vale", "perfecto",
+        "ya veo", "cierto", "órale",
+    ),
+    "fr": (
+        "oui", "ouais", "d'accord", "ok", "okay", "mhm", "hum", "hm", "ah", "oh", "bon",
+        "voilà", "exactement", "je vois", "bien sûr", "c'est ça", "ah bon", "tout à fait",
+        "bien", "euh", "parfait", "entendu",
+    ),
+    "de": (
+        "ja", "jaja", "genau", "okay", "ok", "mhm", "hm", "hmm", "aha", "ah", "oh", "stimmt",
+        "richtig", "klar", "gut", "ach so", "alles klar", "verstehe", "natürlich", "na ja",
+        "äh", "ähm", "super", "prima",
+    ),
+    "pt": (
+        "sim", "é", "tá", "ok", "okay", "certo", "claro", "aham", "uhum", "hum", "ah", "oh",
+        "entendi", "pois", "pois é", "beleza", "exato", "isso", "tá bom", "com certeza",
+        "ahn", "perfeito",
+    ),
+}
+
+# Backchannel words that also answer a yes/no question: after the agent
+# asks one, "okay" or "sí" is the caller's turn, not a murmur.
+ANSWERS: dict[str, frozenset[str]] = {
+    "en": frozenset({"yeah", "yes", "yep", "yup", "okay", "ok", "right", "sure", "alright",
+                     "all right", "uh-huh", "uh huh", "mm-hmm", "mhm", "exactly", "true",
+                     "of course", "correct"}),
+    "es": frozenset({"sí", "si", "vale", "claro", "ok", "okay", "de acuerdo", "exacto", "ajá"}),
+    "fr": frozenset({"oui", "ouais", "d'accord", "ok", "okay", "exactement", "bien sûr",
+                     "tout à fait", "c'est ça"}),
+    "de": frozenset({"ja", "genau", "okay", "ok", "stimmt", "richtig", "klar", "natürlich",
+                     "alles klar"}),
+    "pt": frozenset({"sim", "é", "tá", "ok", "okay", "certo", "claro", "isso", "tá bom",
+                     "exato", "com certeza"}),
+}
+
+_TOKEN = re.compile(r"[\w'’-]+", re.UNICODE)
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-case words, punctuation dropped (in-word apostrophes and
+    hyphens kept, as streaming recognisers write them)."""
+    return [t.replace("’", "'").strip("-'") for t in _TOKEN.findall(text.lower()) if t.strip("-'")]
+
+
+def _lang(language: str) -> str:
+    base = language.lower().split("-")[0].split("_")[0]
+    return base if base in BACKCHANNELS else "en"
+
+
+@cache
+def _phrases(language: str) -> frozenset[tuple[str, ...]]:
+    return frozenset(tuple(tokens(p)) for p in BACKCHANNELS[_lang(language)])
+
+
+def backchannel_words(language: str) -> frozenset[str]:
+    return frozenset(w for p in _phrases(language) for w in p)
+
+
+def _split(words: list[str], phrases: frozenset[tuple[str, ...]]) -> list[tuple[str, ...]] | None:
+    """Words as a sequence of lexicon phrases, or None."""
+    best: list[list[tuple[str, ...]] | None] = [None] * (len(words) + 1)
+    best[0] = []
+    for i in range(len(words)):
+        if best[i] is None:
+            continue
+        for j in range(i + 1, min(len(words), i + 3) + 1):
+            ph = tuple(words[i:j])
+            if ph in phrases and best[j] is None:
+                best[j] = [*best[i], ph]  # type: ignore[misc]
+    return best[len(words)]
+
+
+def is_backchannel(text: str, language: str = "en") -> bool:
+    """Every word of ``text`` belongs to a backchannel phrase of the language."""
+    words = tokens(text)
+    return bool(words) and _split(words, _phrases(language)) is not None
+
+
+def is_answer(text: str, language: str = "en") -> bool:
+    """The backchannel holds a word that answers a yes/no question."""
+    parts = _split(tokens(text), _phrases(language)) or []
+    answers = ANSWERS[_lang(language)]
+    return any(" ".join(p) in answers for p in parts)
