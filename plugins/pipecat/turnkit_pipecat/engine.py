@@ -1,0 +1,236 @@
+"""One turnkit turn-taking engine per Pipecat pipeline.
+
+Pipecat hands every frame the user aggregator sees to each user turn start
+strategy and then to each stop strategy. :class:`TurnkitTurnEngine` turns
+those Pipecat frames into the evidence turnkit's policies take — caller audio
+in 32 ms frames with turnkit's Silero VAD verdict, whole-turn transcripts,
+whether the bot is speaking — and runs the end-of-turn detector on it, once
+per frame however many strategies ask (:meth:`feed` is memoised on the frame).
+
+Time is the **audio's own clock**: a :class:`~turnkit.clock.VirtualClock`
+advanced to the end of each 32 ms frame as it arrives, exactly as
+``turnkit replay`` advances it. Live, audio arrives in real time, so this is
+real time at frame resolution; offline, a recorded call can be pushed
+through a Pipecat pipeline as fast as the CPU allows and the detector
+decides at the same instants as in ``turnkit replay``.
+
+Example::
+
+    engine = TurnkitTurnEngine("fused")
+    strategies = UserTurnStrategies(
+        start=[TurnkitUserTurnStartStrategy(engine)],
+        stop=[TurnkitUserTurnStopStrategy(engine)],
+    )
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import soxr
+from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
+    Frame,
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
+    TranscriptionFrame,
+)
+from turnkit.audio.vad import VADAnalyzer, VADParams, VADStep
+from turnkit.clock import VirtualClock
+from turnkit.detectors.base import EndOfTurnDetector
+from turnkit.detectors.registry import create_detector
+from turnkit.frames import (
+    AudioInFrame,
+    SystemFrame,
+    TranscriptFrame,
+    TurnEagerFrame,
+    TurnEndFrame,
+    TurnResumedFrame,
+    Word,
+)
+from turnkit.text.normalize import normalize_text
+
+__all__ = ["EngineStep", "TurnkitTurnEngine"]
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 16000
+
+
+@dataclass(slots=True)
+class EngineStep:
+    """What one Pipecat frame told the engine: the 32 ms caller frames it
+    completed (with their VAD verdicts) and the turn signals they caused."""
+
+    audio: list[AudioInFrame] = field(default_factory=list)
+    signals: list[SystemFrame] = field(default_factory=list)
+
+    @property
+    def speech_started(self) -> bool:
+        return any(f.vad is not None and f.vad.started for f in self.audio)
+
+
+class TurnkitTurnEngine:
+    """Feeds a turnkit end-of-turn detector from Pipecat frames.
+
+    ``detector`` is a registry spec (``"fused"``, ``"smart-turn"``,
+    ``"silence:stop_ms=500"``) or a detector built on :attr:`clock`.
+    Listeners added with :meth:`on_signal` see every turn signal and every
+    32 ms caller frame (recorders, metrics, replay agents).
+    """
+
+    def __init__(
+        self,
+        detector: str | EndOfTurnDetector = "fused",
+        *,
+        clock: VirtualClock | None = None,
+        vad: VADAnalyzer | None = None,
+        vad_params: VADParams | None = None,
+    ) -> None:
+        self.clock = clock if clock is not None else VirtualClock()
+        if isinstance(detector, str):
+            detector = create_detector(detector, self.clock)
+        self.detector = detector
+        self.vad = vad if vad is not None else VADAnalyzer(params=vad_params)
+        self.frame_samples = self.vad.frame_samples
+        self.bot_speaking = False
+        self.transcript = ""  # normalised whole-turn transcript so far
+        self._finals: list[str] = []
+        self._words: list[Word] = []
+        self._buf = np.zeros(0, dtype=np.float32)
+        self._samples = 0  # caller samples consumed (16 kHz): the audio clock
+        self._rate = SAMPLE_RATE
+        self._resampler: Any = None
+        self._last: tuple[Frame, EngineStep] | None = None
+        self._listeners: list[Callable[[SystemFrame | AudioInFrame], None]] = []
+        self.decisions: list[TurnEndFrame] = []
+        self._fed = asyncio.Event()
+        self._seen: set[int] = set()  # ids of text frames fed (see wait_fed)
+
+    # -- plumbing ----------------------------------------------------------------
+    def on_signal(self, fn: Callable[[SystemFrame | AudioInFrame], None]) -> None:
+        """Call ``fn`` with each 32 ms caller frame and each turn signal."""
+        self._listeners.append(fn)
+
+    def _emit(self, item: SystemFrame | AudioInFrame) -> None:
+        for fn in self._listeners:
+            fn(item)
+
+    @property
+    def now(self) -> float:
+        """Seconds of caller audio heard so far."""
+        return self.clock.now()
+
+    def reset(self) -> None:
+        self.detector.reset()
+        self.vad.reset()
+        self.new_turn()
+
+    def new_turn(self) -> None:
+        """A new user turn began: transcripts start over."""
+        self._finals = []
+        self._words = []
+        self.transcript = ""
+
+    def set_agent_text(self, text: str) -> None:
+        self.detector.set_agent_text(text)
+
+    # -- frames --------------------------------------------------------------------
+    async def feed(self, frame: Frame) -> EngineStep:
+        """Process ``frame`` once; a second call with the same frame returns
+        the first call's result (start and stop strategies share it)."""
+        if self._last is not None and self._last[0] is frame:
+            return self._last[1]
+        step = EngineStep()
+        if isinstance(frame, InputAudioRawFrame):
+            await self._audio(frame, step)
+        elif isinstance(frame, TranscriptionFrame | InterimTranscriptionFrame):
+            await self._transcript(frame, step)
+            self._seen.add(id(frame))
+        elif isinstance(frame, BotStartedSpeakingFrame):
+            self.bot_speaking = True
+        elif isinstance(frame, BotStoppedSpeakingFrame):
+            self.bot_speaking = False
+        self._last = (frame, step)
+        self._fed.set()
+        return step
+
+    async def wait_fed(self, frame: Frame) -> None:
+        """Wait until :meth:`feed` has seen ``frame``. A feeder that pushes a
+        recorded call faster than real time uses it after each transcript:
+        Pipecat lets system frames (audio) overtake data frames (text), and
+        the detector must hear them in the order they were spoken."""
+        while id(frame) not in self._seen:
+            self._fed.clear()
+            await self._fed.wait()
+        self._seen.discard(id(frame))
+
+    def _to_16k(self, frame: InputAudioRawFrame) -> np.ndarray:
+        pcm = np.frombuffer(frame.audio, dtype="<i2")
+        if frame.num_channels > 1:
+            pcm = pcm[:: frame.num_channels]  # first channel
+        audio = pcm.astype(np.float32) / 32768.0
+        if frame.sample_rate == SAMPLE_RATE:
+            return audio
+        if frame.sample_rate != self._rate or self._resampler is None:
+            self._rate = frame.sample_rate
+            self._resampler = soxr.ResampleStream(frame.sample_rate, SAMPLE_RATE, 1, "float32")
+        return self._resampler.resample_chunk(audio)
+
+    async def _audio(self, frame: InputAudioRawFrame, step: EngineStep) -> None:
+        self._buf = np.concatenate([self._buf, self._to_16k(frame)])
+        n = self.frame_samples
+        while len(self._buf) >= n:
+            chunk, self._buf = self._buf[:n], self._buf[n:]
+            at = self._samples / SAMPLE_RATE
+            self._samples += n
+            # A frame is available once its last sample has arrived.
+            await self.clock.advance_to(self._samples / SAMPLE_RATE)
+            vad: VADStep = self.vad.analyze(chunk, at)
+            af = AudioInFrame(at=at, audio=chunk, sample_rate=SAMPLE_RATE, vad=vad)
+            step.audio.append(af)
+            self._emit(af)
+            self._signals(await self.detector.on_audio(af, vad), step)
+
+    async def _transcript(
+        self, frame: TranscriptionFrame | InterimTranscriptionFrame, step: EngineStep
+    ) -> None:
+        text = normalize_text(frame.text)
+        final = isinstance(frame, TranscriptionFrame)
+        now = self.clock.now()
+        # An STT that knows word times (or a replay's oracle) may pass them in
+        # ``result`` as {"spoken_until": s, "words": [(text, start, end)]}.
+        extra = frame.result if isinstance(frame.result, dict) else {}
+        words = [Word(text=w, start=s, end=e) for w, s, e in extra.get("words", [])]
+        spoken_until = float(extra.get("spoken_until", words[-1].end if words else now))
+        parts = [*self._finals, text] if text else list(self._finals)
+        if final and text:
+            self._finals.append(text)
+            self._words.extend(words)
+        whole = " ".join(p for p in parts if p)
+        if not whole:
+            return
+        self.transcript = whole
+        tf = TranscriptFrame(
+            at=now,
+            text=whole,
+            is_final=final,
+            spoken_until=spoken_until,
+            words=[*self._words] if final else [*self._words, *words],
+        )
+        self._emit(tf)
+        self._signals(await self.detector.on_transcript(tf), step)
+
+    def _signals(self, signals: list[SystemFrame], step: EngineStep) -> None:
+        for s in signals:
+            if isinstance(s, TurnEndFrame):
+                self.decisions.append(s)
+            if isinstance(s, TurnEndFrame | TurnEagerFrame | TurnResumedFrame):
+                step.signals.append(s)
+                self._emit(s)

@@ -1,0 +1,262 @@
+"""Replaying a recorded call through a real Pipecat pipeline, offline.
+
+The call's caller audio goes in as ``InputAudioRawFrame`` chunks of 32 ms
+(turnkit's VAD frame, so the detector decides at the same instants as in
+``turnkit replay``), with the manifest's words as Pipecat transcription
+frames when they have been spoken (the same oracle ``turnkit replay`` uses),
+into Pipecat's own ``LLMUserAggregator`` running the turnkit strategies. No
+transport, no network: the LLM and TTS are the replay's latency model,
+hosted by :class:`LatencyModelAgent` — turnkit's simulated agent, fed the
+turn ends *Pipecat* emitted (``UserStoppedSpeakingFrame``) — and the call is
+scored by turnkit's metrics. Same labels, same latency model, same scorer:
+what differs from ``turnkit replay`` is the decision path, which is
+Pipecat's.
+
+Example::
+
+    score = await replay_in_pipecat(load_recording(path), "fused", ReplayConfig())
+    for turn in score.turns:
+        print(turn.turn, turn.response_ms)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+import numpy as np
+from pipecat.frames.frames import (
+    EndFrame,
+    Frame,
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
+    TranscriptionFrame,
+    UserStoppedSpeakingFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.runner import PipelineRunner
+from pipecat.pipeline.task import PipelineParams, PipelineTask
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMUserAggregator,
+    LLMUserAggregatorParams,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+from turnkit.audio.vad import VADAnalyzer, VADParams
+from turnkit.barge_in.policy import VADBargeIn
+from turnkit.clock import VirtualClock
+from turnkit.frames import AudioInFrame, TurnEndFrame
+from turnkit.pipeline import CollectSink
+from turnkit.pipeline import Pipeline as TurnkitPipeline
+from turnkit.replay.agent import SimulatedAgent
+from turnkit.replay.latency import LatencyModel
+from turnkit.replay.metrics import CallScore, score_call
+from turnkit.replay.oracle import oracle_words
+from turnkit.replay.recording import Recording
+from turnkit.replay.simulator import LabelPlanner, ReplayConfig, _seed
+
+from turnkit_pipecat.engine import TurnkitTurnEngine
+
+try:
+    from turnkit.replay.llm_source import ModelTTFT
+except ImportError:  # turnkit before live TTFT sources
+    ModelTTFT = None  # type: ignore[assignment,misc]
+from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUserTurnStopStrategy
+
+__all__ = ["LatencyModelAgent", "feed_frames", "recording_frames", "replay_in_pipecat"]
+
+SAMPLE_RATE = 16000
+
+
+def recording_frames(
+    rec: Recording, *, chunk_samples: int = 512, stt_delay_s: float = 0.0
+) -> list[Frame]:
+    """The call as Pipecat would see it from a transport and an STT: audio
+    chunks, and after the chunk in which a word (plus ``stt_delay_s``) ends,
+    an interim transcript (a final one for the last word before a pause).
+    Word times ride in ``result`` for detectors that use them."""
+    audio = rec.caller_audio(SAMPLE_RATE)
+    pcm = (np.clip(audio, -1.0, 1.0) * 32767.0).round().astype("<i2")
+    words = sorted(oracle_words(rec), key=lambda w: w.end + stt_delay_s)
+    frames: list[Frame] = []
+    seg_words: dict[int, list[str]] = {}
+    wi = 0
+    for i in range(0, len(pcm), chunk_samples):
+        chunk = pcm[i : i + chunk_samples]
+        if len(chunk) < chunk_samples:
+            chunk = np.pad(chunk, (0, chunk_samples - len(chunk)))
+        frames.append(
+            InputAudioRawFrame(audio=chunk.tobytes(), sample_rate=SAMPLE_RATE, num_channels=1)
+        )
+        end = (i + chunk_samples) / SAMPLE_RATE
+        while wi < len(words) and words[wi].end + stt_delay_s <= end + 1e-9:
+            w = words[wi]
+            wi += 1
+            pending = seg_words.setdefault(w.segment, [])
+            pending.append(w.text)
+            result = {"spoken_until": w.end, "words": [(w.text, w.start, w.end)]}
+            if w.last_in_span:
+                frames.append(
+                    TranscriptionFrame(
+                        text=" ".join(pending), user_id="caller", timestamp="", result=result
+                    )
+                )
+                pending.clear()
+            else:
+                frames.append(
+                    InterimTranscriptionFrame(
+                        text=" ".join(pending), user_id="caller", timestamp="", result=result
+                    )
+                )
+    return frames
+
+
+async def feed_frames(task: PipelineTask, engine: TurnkitTurnEngine, frames: list[Frame]) -> None:
+    """Queue ``frames`` in order, waiting after each transcript until the
+    engine heard it (audio frames are system frames and would overtake it)."""
+    for f in frames:
+        await task.queue_frame(f)
+        if isinstance(f, TranscriptionFrame | InterimTranscriptionFrame):
+            await engine.wait_fed(f)
+
+
+class LatencyModelAgent(FrameProcessor):
+    """Stands in for LLM + TTS after the user aggregator: turnkit's
+    :class:`~turnkit.replay.agent.SimulatedAgent` on the audio's clock.
+
+    Each caller chunk advances its clock (and its own turnkit VAD, for the
+    agent's "caller went on" and barge-in evidence); each
+    ``UserStoppedSpeakingFrame`` that Pipecat emits is a committed turn end
+    at that instant, its model cost taken from the engine's decision.
+    """
+
+    def __init__(
+        self,
+        engine: TurnkitTurnEngine,
+        rec: Recording,
+        detector_spec: str,
+        config: ReplayConfig,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.clock = VirtualClock()
+        self.vad = VADAnalyzer(
+            params=VADParams(
+                threshold=config.vad_threshold,
+                start_ms=config.vad_start_ms,
+                stop_ms=config.vad_stop_ms,
+            )
+        )
+        rng = random.Random(_seed(config, rec.id, detector_spec))
+        llm: Any = LatencyModel.parse(config.llm_ttft_ms)
+        if ModelTTFT is not None:  # newer turnkit: the agent takes a TTFT source
+            llm = ModelTTFT(llm, rng)
+        self.agent = SimulatedAgent(
+            self.clock,
+            LabelPlanner(rec, config.default_reply_s),
+            VADBargeIn(self.clock),
+            llm,
+            LatencyModel.parse(config.tts_ttfb_ms),
+            rng,
+            count_compute=config.count_compute,
+        )
+        self.sim = TurnkitPipeline([self.agent, CollectSink()])
+        self._samples = 0
+        self._buf = np.zeros(0, dtype=np.float32)
+        self.stops = 0
+
+    async def start_sim(self) -> None:
+        await self.sim.start()
+
+    async def stop_sim(self, until: float) -> None:
+        await self.clock.advance_to(max(self.clock.now(), until))
+        await self.sim.wait_idle()
+        await self.sim.stop()
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, InputAudioRawFrame) and direction is FrameDirection.DOWNSTREAM:
+            pcm = np.frombuffer(frame.audio, dtype="<i2").astype(np.float32) / 32768.0
+            self._buf = np.concatenate([self._buf, pcm])
+            n = self.vad.frame_samples
+            while len(self._buf) >= n:
+                chunk, self._buf = self._buf[:n], self._buf[n:]
+                at = self._samples / SAMPLE_RATE
+                self._samples += n
+                await self.clock.advance_to(self._samples / SAMPLE_RATE)
+                af = AudioInFrame(
+                    at=at, audio=chunk, sample_rate=SAMPLE_RATE, vad=self.vad.analyze(chunk, at)
+                )
+                await self.sim.queue_frame(af)
+                await self.sim.wait_idle()
+                self.sim.processors[-1].frames.clear()  # type: ignore[attr-defined]
+        elif isinstance(frame, UserStoppedSpeakingFrame):
+            self.stops += 1
+            now = self.clock.now()
+            made = [d for d in self.engine.decisions if abs(d.at - now) < 1e-6]
+            compute = made[-1].compute_ms if made else 0.0
+            reason = made[-1].reason if made else "pipecat"
+            await self.sim.queue_frame(TurnEndFrame(at=now, compute_ms=compute, reason=reason))
+            await self.sim.wait_idle()
+        await self.push_frame(frame, direction)
+
+
+async def replay_in_pipecat(
+    rec: Recording,
+    detector_spec: str,
+    config: ReplayConfig | None = None,
+    *,
+    drafting: bool = False,
+) -> CallScore:
+    """Replay one call through Pipecat's user aggregator with the turnkit
+    strategies and score it exactly as ``turnkit replay`` does."""
+    config = config or ReplayConfig()
+    t0 = time.perf_counter()
+    engine = TurnkitTurnEngine(
+        detector_spec,
+        vad_params=VADParams(
+            threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
+        ),
+    )
+    context = LLMContext()
+    user = LLMUserAggregator(
+        context,
+        params=LLMUserAggregatorParams(
+            user_turn_strategies=UserTurnStrategies(
+                start=[TurnkitUserTurnStartStrategy(engine)],
+                stop=[TurnkitUserTurnStopStrategy(engine, context=context)],
+            ),
+            # Replay runs faster than real time: Pipecat's wall-clock watchdogs
+            # would fire on compressed time, so they are off.
+            user_turn_stop_timeout=3600.0,
+            audio_idle_timeout=0,
+        ),
+    )
+    agent = LatencyModelAgent(engine, rec, detector_spec, config)
+    task = PipelineTask(
+        Pipeline([user, agent]),
+        params=PipelineParams(audio_in_sample_rate=SAMPLE_RATE),
+        cancel_on_idle_timeout=False,
+    )
+    await agent.start_sim()
+    frames = recording_frames(rec, stt_delay_s=config.stt_delay_ms / 1000)
+
+    async def feed() -> None:
+        await feed_frames(task, engine, frames)
+        await task.queue_frame(EndFrame())
+
+    runner = PipelineRunner(handle_sigint=False)
+    await runner.add_workers(task)
+    await asyncio.gather(runner.run(), feed())
+    await agent.stop_sim(max(agent.clock.now(), rec.duration) + config.timeout_s + 60.0)
+    return score_call(
+        rec,
+        agent.agent.replies,
+        timeout_s=config.timeout_s,
+        grace_s=config.grace_s,
+        wall_seconds=time.perf_counter() - t0,
+        llm_requests=agent.agent.llm_requests,
+    )

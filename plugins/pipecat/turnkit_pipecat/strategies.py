@@ -1,0 +1,190 @@
+"""turnkit's turn decisions as Pipecat 1.x user turn strategies.
+
+* :class:`TurnkitUserTurnStopStrategy` — the **end of the turn**: a turnkit
+  end-of-turn detector (``fused``, ``smart-turn``, ``semantic-text``,
+  ``llm-eou``, ``silence``) decides when the caller is done. With an
+  :class:`~turnkit.drafting.EagerDrafter`, the detector's eager signals start
+  a *speculative* inference through Pipecat's own speculation path (the LLM
+  service's SpeculationGate holds the tokens); the confirmed end keeps it if
+  the words did not change, else withdraws it and asks for a fresh one.
+* :class:`TurnkitUserTurnStartStrategy` — the **start of a turn**, which in
+  Pipecat 1.x is where an interruption is decided: caller speech confirmed by
+  turnkit's VAD starts a turn when the bot is silent; while the bot speaks, a
+  turnkit barge-in policy (:class:`~turnkit.barge_in.VADBargeIn` by default;
+  the acknowledgement and echo filters plug in the same way) decides whether
+  the sound takes the floor.
+
+Both share one :class:`~turnkit_pipecat.engine.TurnkitTurnEngine`, so each
+caller frame is analysed once.
+
+Example::
+
+    engine = TurnkitTurnEngine("fused")
+    user_agg, assistant_agg = LLMContextAggregatorPair(
+        context,
+        user_params=LLMUserAggregatorParams(
+            user_turn_strategies=UserTurnStrategies(
+                start=[TurnkitUserTurnStartStrategy(engine)],
+                stop=[TurnkitUserTurnStopStrategy(engine, drafter=EagerDrafter(engine.clock))],
+            )
+        ),
+    )
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pipecat.frames.frames import (
+    Frame,
+    InputAudioRawFrame,
+    StartFrame,
+)
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.turns.types import ProcessFrameResult, UserTurnSpeculation
+from pipecat.turns.user_start import BaseUserTurnStartStrategy
+from pipecat.turns.user_stop import BaseUserTurnStopStrategy
+from turnkit.barge_in.policy import BargeInPolicy, VADBargeIn
+from turnkit.drafting.drafter import EagerDrafter
+from turnkit.frames import TurnEagerFrame, TurnEndFrame, TurnResumedFrame
+
+from turnkit_pipecat.engine import TurnkitTurnEngine
+
+__all__ = ["TurnkitUserTurnStartStrategy", "TurnkitUserTurnStopStrategy"]
+
+log = logging.getLogger(__name__)
+
+
+class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
+    """Starts a user turn when turnkit's VAD confirms caller speech; while
+    the bot speaks, only when ``barge_in`` says the sound takes the floor
+    (then Pipecat broadcasts the interruption)."""
+
+    def __init__(
+        self,
+        engine: TurnkitTurnEngine,
+        *,
+        barge_in: BargeInPolicy | None = None,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.engine = engine
+        self.barge_in: BargeInPolicy = (
+            barge_in if barge_in is not None else VADBargeIn(engine.clock)
+        )
+        self.interruptions = 0
+        self.ignored = 0  # speech onsets the policy let the bot talk through
+
+    async def process_frame(self, frame: Frame) -> ProcessFrameResult:
+        step = await self.engine.feed(frame)
+        if not isinstance(frame, InputAudioRawFrame):
+            return ProcessFrameResult.CONTINUE
+        for af in step.audio:
+            vad = af.vad
+            assert vad is not None
+            if self.engine.bot_speaking:
+                if self.barge_in.should_stop(af, vad):
+                    self.interruptions += 1
+                    await self.trigger_user_turn_started()
+                    return ProcessFrameResult.CONTINUE
+                if vad.started:
+                    self.ignored += 1
+            elif vad.started:
+                await self.trigger_user_turn_started()
+                return ProcessFrameResult.CONTINUE
+        return ProcessFrameResult.CONTINUE
+
+    async def handle_user_turn_started(self) -> None:
+        self.engine.new_turn()
+        self.barge_in.reset()
+
+
+class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
+    """Ends the user turn when the turnkit detector commits.
+
+    Evidence: every caller frame with the VAD verdict, the transcripts, and
+    the bot's last words as context for text detectors. With ``drafter``,
+    eager signals run speculative inference that the end keeps or withdraws.
+    """
+
+    def __init__(
+        self,
+        engine: TurnkitTurnEngine,
+        *,
+        drafter: EagerDrafter | None = None,
+        context: LLMContext | None = None,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.engine = engine
+        self.drafter = drafter
+        self.context = context
+        self._speculation: UserTurnSpeculation | None = None
+
+    async def process_frame(self, frame: Frame) -> ProcessFrameResult:
+        if isinstance(frame, StartFrame):
+            self.engine.reset()
+        step = await self.engine.feed(frame)
+        if self.drafter is not None:
+            if step.speech_started:
+                await self._withdraw(self.drafter.on_speech() is not None)
+            elif step.signals == [] and step.audio == [] and self.engine.transcript:
+                await self._withdraw(self.drafter.on_transcript(self.engine.transcript) is not None)
+        for s in step.signals:
+            if isinstance(s, TurnEndFrame):
+                await self._end()
+            elif isinstance(s, TurnEagerFrame):
+                await self._eager()
+            elif isinstance(s, TurnResumedFrame) and self.drafter is not None:
+                await self._withdraw(self.drafter.on_speech() is not None)
+        return ProcessFrameResult.CONTINUE
+
+    def set_agent_text(self, text: str) -> None:
+        """The bot's last reply (context for text detectors)."""
+        self.engine.set_agent_text(text)
+
+    async def _eager(self) -> None:
+        if self.drafter is None:
+            return
+        draft = self.drafter.on_eager(self.engine.transcript)
+        if draft is None:
+            return
+        if self._speculation is not None:
+            await self.trigger_user_turn_speculation_cancelled()
+        self._speculation = UserTurnSpeculation(text=self.engine.transcript)
+        await self.trigger_user_turn_inference_triggered(speculation=self._speculation)
+
+    async def _withdraw(self, cancelled: bool) -> None:
+        if cancelled and self._speculation is not None:
+            self._speculation = None
+            await self.trigger_user_turn_speculation_cancelled()
+
+    async def _end(self) -> None:
+        if self.drafter is not None:
+            action, _draft = self.drafter.on_end(self.engine.transcript)
+            speculation, self._speculation = self._speculation, None
+            if action == "use" and speculation is not None:
+                # The held response answers exactly these words: release it.
+                await self.trigger_user_turn_finalized(confirms_speculation=True)
+                return
+            if speculation is not None:
+                await self.trigger_user_turn_speculation_cancelled()
+        await self.trigger_user_turn_stopped()
+
+    async def handle_user_turn_started(self) -> None:
+        # What the bot said last is the context for the caller's answer
+        # ("what's your card number?" makes "four one" likely unfinished).
+        if self.context is not None:
+            for msg in reversed(self.context.get_messages()):
+                if isinstance(msg, dict) and msg.get("role") == "assistant":
+                    content = msg.get("content")
+                    if isinstance(content, str):
+                        self.engine.set_agent_text(content)
+                    break
+
+    async def handle_user_turn_stopped(self) -> None:
+        if self._speculation is not None:
+            # The turn ended some other way (timeout, interruption): nothing
+            # else will withdraw the held response.
+            self._speculation = None
+            await self.trigger_user_turn_speculation_cancelled()
