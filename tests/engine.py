@@ -100,7 +100,13 @@ def default_threads() -> int:
 
 
 def server_command(
-    binary: Path, gguf: Path, port: int, threads: int | None = None, metrics: bool = False
+    binary: Path,
+    gguf: Path,
+    port: int,
+    threads: int | None = None,
+    metrics: bool = False,
+    ctx_size: int = 2048,
+    parallel: int = 1,
 ) -> list[str]:
     threads = threads or default_threads()
     extra = ["--metrics"] if metrics else []  # Prometheus /metrics
@@ -109,24 +115,31 @@ def server_command(
         "-m", str(gguf),
         "--host", "127.0.0.1",
         "--port", str(port),
-        "-c", "2048",
+        "-c", str(ctx_size),  # shared by the slots (each gets ctx_size / parallel)
         "-t", str(threads),
-        "-np", "1",  # one slot: every request reuses its prompt cache
+        "-np", str(parallel),  # default one slot: every request reuses its prompt cache
         "--no-warmup",
         *extra,
     ]  # fmt: skip
 
 
 @contextlib.contextmanager
-def running_llama_server(threads: int | None = None, metrics: bool = False) -> Iterator[str]:
+def running_llama_server(
+    threads: int | None = None,
+    metrics: bool = False,
+    ctx_size: int = 2048,
+    parallel: int = 1,
+) -> Iterator[str]:
     """Start llama-server on a free port, wait for ``/health``, yield the
     ``/v1`` base URL, stop it. Skips/fails as :func:`require_engine`.
-    ``metrics=True`` adds ``--metrics`` (Prometheus ``/metrics``)."""
+    ``metrics=True`` adds ``--metrics`` (Prometheus ``/metrics``);
+    ``ctx_size`` (``-c``, shared by the slots) and ``parallel`` (``-np``
+    slots) size it for longer prompts and concurrent requests."""
     binary, gguf = require_engine()
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(
-        server_command(binary, gguf, port, threads, metrics),
+        server_command(binary, gguf, port, threads, metrics, ctx_size, parallel),
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

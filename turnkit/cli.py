@@ -448,6 +448,10 @@ from turnkit.eot_cli import register as _register_eot  # noqa: E402
 
 _register_eot(app)
 
+from turnkit.serving_cli import register as _register_serving  # noqa: E402
+
+_register_serving(app)
+
 
 def main() -> None:
     app()

@@ -148,9 +148,12 @@ class ChatStream:
         self,
         client: ChatClient,
         body: dict[str, Any],
+        headers: dict[str, str] | None = None,
     ) -> None:
         self._client = client
         self._body = body
+        # Per-request headers (e.g. a gateway routing key) over the client's.
+        self._headers = {**client.headers, **headers} if headers else client.headers
         self._url = client.url("chat/completions")
         self._resp: httpx.Response | None = None
         self._lines: AsyncIterator[str] | None = None
@@ -312,7 +315,7 @@ class ChatStream:
 
     async def _open(self) -> None:
         c = self._client
-        req = c.http.build_request("POST", self._url, json=self._body, headers=c.headers)
+        req = c.http.build_request("POST", self._url, json=self._body, headers=self._headers)
         remaining = self._deadline() - time.perf_counter()
         if remaining <= 0:
             raise self._timeout()
@@ -600,14 +603,17 @@ class ChatClient:
         temperature: float | None = 0.0,
         tools: list[dict[str, Any]] | None = None,
         extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> ChatStream:
         """A :class:`ChatStream` for ``messages``: ``await`` it (opens the
         request), ``async with`` it (leaving cancels) or iterate it.
-        ``extra`` is merged into the JSON body (e.g. ``{"top_p": 0.9}``)."""
+        ``extra`` is merged into the JSON body (e.g. ``{"top_p": 0.9}``);
+        ``headers`` are sent with this request only (e.g. a gateway routing
+        key, :func:`turnkit.llm.routing.routing_headers`)."""
         body = self.request_body(
             messages, max_tokens=max_tokens, temperature=temperature, tools=tools, extra=extra
         )
-        return ChatStream(self, body)
+        return ChatStream(self, body, headers)
 
     async def complete(
         self,
@@ -617,10 +623,16 @@ class ChatClient:
         temperature: float | None = 0.0,
         tools: list[dict[str, Any]] | None = None,
         extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> ChatResult:
         """The whole answer, streamed and collected (TTFT measured on the way)."""
         s = self.stream(
-            messages, max_tokens=max_tokens, temperature=temperature, tools=tools, extra=extra
+            messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            tools=tools,
+            extra=extra,
+            headers=headers,
         )
         async with s:
             async for _ in s:
