@@ -14,7 +14,13 @@ from turnkit.audio.vad import SileroVAD, VADAnalyzer, VADParams
 from turnkit.clock import VirtualClock
 from turnkit.detectors import create_detector
 from turnkit.detectors.fused import PROFILES, FusedDetector, choose_profile, wait_ms
-from turnkit.frames import AudioInFrame, TranscriptFrame, TurnEagerFrame, TurnEndFrame
+from turnkit.frames import (
+    AudioInFrame,
+    TranscriptFrame,
+    TurnEagerFrame,
+    TurnEndFrame,
+    TurnResumedFrame,
+)
 from turnkit.replay.metrics import aggregate
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
@@ -169,3 +175,49 @@ async def test_fused_with_smart_turn_hears_the_audio() -> None:
     assert reasons and all("p_audio" in r and "p_text" in r for r in reasons)
     det = create_detector("fused", VirtualClock())
     assert isinstance(det, FusedDetector) and det._audio_model is not None
+
+
+async def test_early_eager_goes_out_at_the_first_quiet_frame() -> None:
+    d = Drive("fused:audio=off")
+    await d.frames(0.95, 0.7)
+    await d.say("i'd like to book a table for two please")
+    await d.frames(0.95, 0.3)
+    speech_end = d.t
+    out = await d.frames(0.02, 3.0)
+    eager = [f for f in out if isinstance(f, TurnEagerFrame)]
+    assert len(eager) == 1  # not again when the VAD confirms the pause
+    # On the first quiet frame, before the VAD's stop hysteresis (96 ms).
+    assert eager[0].at <= speech_end + FRAME_S + 1e-6
+    assert sum(isinstance(f, TurnEndFrame) for f in out) == 1
+
+
+async def test_early_eager_off_waits_for_the_confirmed_pause() -> None:
+    d = Drive("fused:audio=off,early_eager=off")
+    await d.frames(0.95, 0.7)
+    await d.say("i'd like to book a table for two please")
+    await d.frames(0.95, 0.3)
+    speech_end = d.t
+    out = await d.frames(0.02, 3.0)
+    (eager,) = [f for f in out if isinstance(f, TurnEagerFrame)]
+    assert eager.at >= speech_end + 0.09
+
+
+async def test_early_eager_is_voided_when_the_caller_goes_on() -> None:
+    d = Drive("fused:audio=off")
+    await d.frames(0.95, 0.7)
+    await d.say("i'd like to book a table for two please")
+    await d.frames(0.95, 0.3)
+    out = await d.frames(0.02, FRAME_S)  # one quiet frame: the VAD still says speaking
+    assert any(isinstance(f, TurnEagerFrame) for f in out)
+    back = await d.frames(0.95, 0.3)
+    assert sum(isinstance(f, TurnResumedFrame) for f in back) == 1
+    assert not any(isinstance(f, TurnEagerFrame | TurnEndFrame) for f in back)
+
+
+async def test_unfinished_text_sends_no_early_eager() -> None:
+    d = Drive("fused:audio=off")
+    await d.frames(0.95, 0.7)
+    await d.say("i'd like to book a table for")
+    await d.frames(0.95, 0.3)
+    out = await d.frames(0.02, 0.2)
+    assert not any(isinstance(f, TurnEagerFrame) for f in out)

@@ -84,6 +84,14 @@ def replay(
     eager: Annotated[
         bool, typer.Option(help="draft replies on eager signals; use them if the turn is confirmed")
     ] = False,
+    llm_url: Annotated[
+        str | None,
+        typer.Option(
+            help="live OpenAI-compatible engine (e.g. http://127.0.0.1:8000/v1): measure each "
+            "LLM request's TTFT on it instead of --llm-ttft-ms (one worker unless --workers)"
+        ),
+    ] = None,
+    llm_model: Annotated[str, typer.Option(help="model name sent with --llm-url")] = "",
     sweep: Annotated[
         bool,
         typer.Option(help="score each detector (and silence) across its threshold/delay grid"),
@@ -119,9 +127,13 @@ def replay(
             timeout_s=timeout_s,
             seed=seed,
             eager=eager,
+            llm_url=llm_url,
+            llm_model=llm_model,
         )
     except ValueError as exc:
         _fail(f"bad replay option: {str(exc).splitlines()[-1]}")
+    if llm_url is not None:
+        _check_engine(llm_url)
 
     grids: dict[str, tuple[str, list[tuple[float, str]]]] = {}
     if sweep:
@@ -142,7 +154,9 @@ def replay(
     calls = find_recordings(paths)
     if not any((c / "call.json").is_file() for c in calls):
         _fail(f"no recordings (no call.json) under {', '.join(str(p) for p in paths)}")
-    n_workers = workers if workers > 0 else (os.cpu_count() or 1)
+    # A live engine measures TTFTs: the replay's own parallelism would load it.
+    default_workers = 1 if llm_url is not None else (os.cpu_count() or 1)
+    n_workers = workers if workers > 0 else default_workers
     n_workers = min(n_workers, len(calls))
 
     scores: dict[str, list[CallScore]] = {s: [] for s in run_specs}
@@ -176,6 +190,7 @@ def replay(
     failed.sort(key=lambda f: f["path"])
 
     _print_results(results, len(calls), len(failed), elapsed, n_workers)
+    _print_drafting(results)
     comparisons = [paired_compare(results[0], r, seed=seed) for r in results[1:]]
     if comparisons:
         _print_comparisons(comparisons)
@@ -213,6 +228,49 @@ def replay(
         err.print(f"wrote {json_path}", highlight=False)
     if failed:
         raise typer.Exit(1)
+
+
+def _check_engine(url: str) -> None:
+    """One line and exit 2 when ``--llm-url`` does not answer like an
+    OpenAI-compatible engine (GET /models)."""
+    import httpx
+
+    models = f"{url.rstrip('/')}/models"
+    try:
+        r = httpx.get(models, timeout=5.0)
+    except httpx.HTTPError as exc:
+        _fail(f"--llm-url {url}: no answer from {models} ({type(exc).__name__}: {exc})")
+    if r.status_code != 200:
+        _fail(f"--llm-url {url}: {models} answered HTTP {r.status_code}")
+
+
+def _print_drafting(results: list[dict[str, Any]]) -> None:
+    rows = [r for r in results if r["drafts"]["started"] or r.get("llm_live")]
+    if not rows:
+        return
+    table = Table(title="LLM requests", title_justify="left")
+    for col in (
+        "detector",
+        "drafts started / used / cancelled",
+        "LLM req/turn",
+        "saved by drafts p50",
+        "live TTFT p50 / p95",
+        "live errors",
+    ):
+        table.add_column(col, justify="left" if col == "detector" else "right")
+    for r in rows:
+        d, live = r["drafts"], r.get("llm_live")
+        table.add_row(
+            r["detector"],
+            f"{d['started']} / {d['used']} / {d['cancelled']}",
+            "—" if r["llm_requests_per_turn"] is None else f"{r['llm_requests_per_turn']:.2f}",
+            _fmt(r["draft_saved_ms"]["p50"], " ms"),
+            "—"
+            if live is None
+            else f"{_fmt(live['ttft_ms']['p50'], ' ms')} / {_fmt(live['ttft_ms']['p95'], ' ms')}",
+            "—" if live is None else str(live["errors"]),
+        )
+    out.print(table)
 
 
 def _print_results(

@@ -32,6 +32,7 @@ from turnkit.frames import (
 )
 from turnkit.pipeline import FrameDirection, FrameProcessor
 from turnkit.replay.latency import LatencyModel
+from turnkit.replay.llm_source import SYSTEM_PROMPT, TTFTSource
 
 __all__ = ["Reply", "ReplyPlanner", "SimulatedAgent"]
 
@@ -50,6 +51,7 @@ class Reply:
     stop_reason: str | None = None  # completed | interrupted | cancelled | superseded
     reason: str = ""  # the detector's own words for its decision
     drafted: bool = False  # its LLM request was an eager draft, confirmed
+    saved_ms: float = 0.0  # how much earlier the draft's first token came than a fresh request's
 
     @property
     def audible(self) -> bool:
@@ -70,7 +72,7 @@ class SimulatedAgent(FrameProcessor):
         clock: Clock,
         planner: ReplyPlanner,
         barge_in: BargeInPolicy,
-        llm_ttft: LatencyModel,
+        llm: TTFTSource,
         tts_ttfb: LatencyModel,
         rng: random.Random,
         count_compute: bool = True,
@@ -80,15 +82,18 @@ class SimulatedAgent(FrameProcessor):
         self.clock = clock
         self.planner = planner
         self.barge_in = barge_in
-        self.llm_ttft = llm_ttft
+        self.llm = llm
         self.tts_ttfb = tts_ttfb
         self.rng = rng
         self.count_compute = count_compute
         self.drafter = drafter
         self.transcript = ""
+        # What the LLM would be asked: caller transcripts and the replies
+        # played, in order (a live engine gets these as chat messages).
+        self.history: list[dict[str, str]] = [{"role": "system", "content": SYSTEM_PROMPT}]
         self.llm_requests = 0
-        # draft id -> when its first token is ready (decision + LLM TTFT)
-        self._draft_ready: dict[int, float] = {}
+        # draft id -> (when its request started, when its first token is ready)
+        self._draft_ready: dict[int, tuple[float, float]] = {}
         self.replies: list[Reply] = []
         self.decisions: list[TurnEndFrame] = []
         self._pending: Reply | None = None
@@ -104,19 +109,27 @@ class SimulatedAgent(FrameProcessor):
             self.decisions.append(frame)
             await self._start_reply(frame)
         elif isinstance(frame, TurnEagerFrame):
-            self._start_draft(frame)
+            await self._start_draft(frame)
         elif isinstance(frame, TranscriptFrame):
             self.transcript = frame.text
             if self.drafter is not None:
                 self.drafter.on_transcript(frame.text)
+            # Words can decide a barge-in ("wait" is a bid, "uh-huh" is not).
+            if self.barge_in.on_transcript(frame) and self._speaking is not None:
+                await self._stop(self._speaking, "interrupted")
         elif isinstance(frame, TurnResumedFrame):
             self._cancel_pending()
+            if self.drafter is not None:
+                self.drafter.on_speech()  # the caller went on: the draft is void
         elif isinstance(frame, AudioInFrame) and frame.vad is not None:
             if frame.vad.started:
                 self._cancel_pending()
                 if self.drafter is not None:
                     self.drafter.on_speech()
-            if self._speaking is not None and self.barge_in.should_stop(frame, frame.vad):
+            # The policy sees every frame (it tracks speech segments), but
+            # only a speaking agent can be stopped.
+            stop = self.barge_in.should_stop(frame, frame.vad)
+            if stop and self._speaking is not None:
                 await self._stop(self._speaking, "interrupted")
         await self.push_frame(frame, direction)
 
@@ -128,14 +141,18 @@ class SimulatedAgent(FrameProcessor):
         now = self.clock.now()
         decided = now + compute / 1000
         draft = None
+        saved = 0.0
         if self.drafter is not None:
             _, draft = self.drafter.on_end(self.transcript)
         if draft is not None:
-            # The draft's first token may already be there, or still coming.
-            llm_ready = max(decided, self._draft_ready.pop(draft.id))
+            # The draft's first token may already be there, or still coming;
+            # a fresh request with the same TTFT would be ready at decided + TTFT.
+            started, ready = self._draft_ready.pop(draft.id)
+            llm_ready = max(decided, ready)
+            saved = (decided + (ready - started) - llm_ready) * 1000
         else:
             self.llm_requests += 1
-            llm_ready = decided + self.llm_ttft.sample(self.rng) / 1000
+            llm_ready = decided + await self.llm.ttft_ms(self._messages()) / 1000
         audio_due = llm_ready + self.tts_ttfb.sample(self.rng) / 1000
         reply = Reply(
             id=len(self.replies),
@@ -146,12 +163,16 @@ class SimulatedAgent(FrameProcessor):
             turn=self.planner.turn_for(decision.at),
             reason=decision.reason,
             drafted=draft is not None,
+            saved_ms=saved,
         )
         self.replies.append(reply)
         self._pending = reply
         self._tasks[reply.id] = asyncio.create_task(self._play(reply))
 
-    def _start_draft(self, eager: TurnEagerFrame) -> None:
+    def _messages(self) -> list[dict[str, str]]:
+        return [*self.history, {"role": "user", "content": self.transcript}]
+
+    async def _start_draft(self, eager: TurnEagerFrame) -> None:
         """An eager signal: a draft request starts now (its tokens are held,
         nothing is spoken until the turn is confirmed)."""
         if self.drafter is None:
@@ -162,7 +183,8 @@ class SimulatedAgent(FrameProcessor):
         self.llm_requests += 1
         compute = eager.compute_ms if self.count_compute else 0.0
         start = self.clock.now() + compute / 1000
-        self._draft_ready[draft.id] = start + self.llm_ttft.sample(self.rng) / 1000
+        ttft = await self.llm.ttft_ms(self._messages())
+        self._draft_ready[draft.id] = (start, start + ttft / 1000)
 
     async def _play(self, reply: Reply) -> None:
         await self.clock.sleep(reply.audio_due - self.clock.now())
@@ -172,13 +194,15 @@ class SimulatedAgent(FrameProcessor):
         reply.first_audio_at = self.clock.now()
         reply.planned_end = self.planner.play_until(reply.turn, reply.first_audio_at)
         self._speaking = reply
+        self.barge_in.on_agent_started(self.planner.reply_text(reply.turn), reply.first_audio_at)
+        text = self.planner.reply_text(reply.turn)
+        self.history += [
+            {"role": "user", "content": self.transcript},
+            {"role": "assistant", "content": text},
+        ]
         await self.push_frame(AgentAudioStartedFrame(at=reply.first_audio_at, reply_id=reply.id))
         await self.push_frame(
-            AgentTextFrame(
-                at=reply.first_audio_at,
-                reply_id=reply.id,
-                text=self.planner.reply_text(reply.turn),
-            ),
+            AgentTextFrame(at=reply.first_audio_at, reply_id=reply.id, text=text),
             FrameDirection.UPSTREAM,
         )
         await self.clock.sleep(reply.planned_end - self.clock.now())
@@ -195,6 +219,7 @@ class SimulatedAgent(FrameProcessor):
 
     async def _stop(self, reply: Reply, reason: str) -> None:
         self._speaking = None
+        self.barge_in.on_agent_stopped(self.clock.now())
         self._end(reply, reason)
         await self.push_frame(
             AgentAudioStoppedFrame(at=self.clock.now(), reply_id=reply.id, reason=reason)

@@ -81,9 +81,15 @@ class CallScore:
         default_factory=lambda: {"started": 0, "used": 0, "cancelled": 0}
     )
     path: str = ""
+    # A live engine's figures when --llm-url was used: requests, errors,
+    # measured TTFTs (ms).
+    live_llm: dict[str, Any] | None = None
     # The agent's timeline, for reports: one dict per reply (decision,
     # first audio, stop, reason, the turn it answers).
     replies: list[dict[str, Any]] = field(default_factory=list)
+    # The echo filter's reference: "agent.wav", "missing" (transcript check
+    # only) or "off" (filters off); "" from older results.
+    echo_reference: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,6 +100,18 @@ class CallScore:
         d["turns"] = [TurnScore(**t) for t in d["turns"]]
         d["events"] = [EventScore(**e) for e in d["events"]]
         return cls(**d)
+
+
+def _live(calls: list[CallScore]) -> dict[str, Any] | None:
+    live = [c.live_llm for c in calls if c.live_llm is not None]
+    if not live:
+        return None
+    ttft = [x for d in live for x in d.get("ttft_ms", [])]
+    return {
+        "requests": sum(d.get("requests", 0) for d in live),
+        "errors": sum(d.get("errors", 0) for d in live),
+        "ttft_ms": _pct(ttft, 50, 95),
+    }
 
 
 def _play_end(r: Reply) -> float:
@@ -111,6 +129,7 @@ def score_call(
     wall_seconds: float = 0.0,
     llm_requests: int | None = None,
     drafts: dict[str, int] | None = None,
+    live_llm: dict[str, Any] | None = None,
 ) -> CallScore:
     """Score one replayed call. ``replies`` carry the turn each answers
     (``Reply.turn``, attributed by the labels at decision time)."""
@@ -217,6 +236,7 @@ def score_call(
         llm_requests=len(replies) if llm_requests is None else llm_requests,
         drafts=drafts or {"started": 0, "used": 0, "cancelled": 0},
         path=str(rec.folder),
+        live_llm=live_llm,
         replies=[
             {
                 "decision_at": round(r.decision_at, 4),
@@ -228,6 +248,8 @@ def score_call(
                 "turn": r.turn,
                 "cutoff": r.turn is not None and r.decision_at < rec.caller_turns[r.turn].end - EPS,
                 "reason": r.reason,
+                "drafted": r.drafted,
+                "saved_ms": round(r.saved_ms, 3),
             }
             for r in replies
         ],
@@ -292,12 +314,19 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
         "llm_requests_per_turn": None
         if n == 0
         else round(sum(c.llm_requests for c in calls) / n, 3),
+        # LLM time a confirmed draft hid: how much earlier its first token
+        # was there than a fresh request's would have been.
+        "draft_saved_ms": _pct(
+            [r["saved_ms"] for c in calls for r in c.replies if r.get("drafted")], 50, 95
+        ),
+        "llm_live": _live(calls),
         "decisions": sum(c.decisions for c in calls),
         # Decisions a detector fell back on (e.g. llm-eou's engine timed out).
         "fallback_decisions": sum(
             1 for c in calls for r in c.replies if r.get("reason", "").startswith("fallback")
         ),
         "spurious_replies": sum(c.spurious_replies for c in calls),
+        "echo_reference_missing": sorted(c.call for c in calls if c.echo_reference == "missing"),
         "compute_ms_per_decision": _pct(compute, 50, 95),
         "audio_seconds": round(sum(c.audio_seconds for c in calls), 3),
         "wall_seconds": round(sum(c.wall_seconds for c in calls), 3),

@@ -25,8 +25,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkit.audio.vad import VADAnalyzer, VADParams
-from turnkit.audio.wav import AudioError, iter_frames
-from turnkit.barge_in.policy import VADBargeIn
+from turnkit.audio.wav import AudioError, iter_frames, read_wav
+from turnkit.barge_in.echo import EchoFilter, align_reference
+from turnkit.barge_in.policy import BargeInPolicy, FilteredBargeIn, VADBargeIn
+from turnkit.barge_in.processors import EchoGateProcessor
 from turnkit.clock import VirtualClock
 from turnkit.detectors.registry import DetectorSpecError, create_detector
 from turnkit.drafting.drafter import EagerDrafter
@@ -35,6 +37,7 @@ from turnkit.pipeline import CollectSink, Pipeline
 from turnkit.processors import TurnDetectorProcessor, VADProcessor
 from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.latency import LatencyModel
+from turnkit.replay.llm_source import LiveTTFT, ModelTTFT, TTFTSource
 from turnkit.replay.metrics import CallScore, score_call
 from turnkit.replay.oracle import OracleTranscriber, oracle_words
 from turnkit.replay.recording import AgentTurn, Recording, RecordingError, load_recording
@@ -61,6 +64,13 @@ class ReplayConfig(BaseModel):
     )
     count_compute: bool = True
     eager: bool = Field(False, description="start drafts on eager signals (EagerDrafter)")
+    filters: bool = Field(
+        True, description="echo + acknowledgement filters for barge-in (False: raw VADBargeIn)"
+    )
+    llm_url: str | None = Field(
+        None, description="live OpenAI-compatible engine for LLM TTFTs instead of the model"
+    )
+    llm_model: str = ""
     default_reply_s: float = Field(2.0, gt=0)
     seed: int = 0
     vad_threshold: float = Field(0.5, gt=0, lt=1)
@@ -113,6 +123,27 @@ def _seed(config: ReplayConfig, call_id: str, detector: str) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
+def _barge_in_filters(
+    rec: Recording, n_samples: int, clock: VirtualClock, config: ReplayConfig
+) -> tuple[BargeInPolicy, list[EchoGateProcessor], str]:
+    """The barge-in policy and the echo gate in front of the VAD, and what
+    the echo filter's reference was: "agent.wav", "missing" (transcript
+    check only) or "off" (``filters=False``: the raw VAD baseline)."""
+    if not config.filters:
+        return VADBargeIn(clock), [], "off"
+    policy = FilteredBargeIn(clock, language=rec.manifest.language)
+    if rec.agent_path is None:
+        return policy, [], "missing"
+    # The recorded agent's audio is what the loudspeaker played: the echo
+    # in caller.wav is of it, whatever the replayed agent says.
+    ref = align_reference(
+        read_wav(rec.agent_path, SAMPLE_RATE), SAMPLE_RATE, n_samples, name=str(rec.agent_path)
+    )
+    echo = EchoFilter(rate=SAMPLE_RATE, frame_samples=512)
+    echo.set_reference(ref)
+    return policy, [EchoGateProcessor(echo)], "agent.wav"
+
+
 async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) -> CallScore:
     """Replay one call through one detector and score it."""
     t0 = time.perf_counter()
@@ -124,18 +155,27 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
             threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
         )
     )
+    rng = random.Random(_seed(config, rec.id, detector_spec))
+    model_ttft = ModelTTFT(LatencyModel.parse(config.llm_ttft_ms), rng)
+    llm: TTFTSource = (
+        model_ttft
+        if config.llm_url is None
+        else LiveTTFT(config.llm_url, model_ttft, model=config.llm_model)
+    )
+    barge_in, gate, echo_reference = _barge_in_filters(rec, len(audio), clock, config)
     agent = SimulatedAgent(
         clock,
         LabelPlanner(rec, config.default_reply_s),
-        VADBargeIn(clock),
-        LatencyModel.parse(config.llm_ttft_ms),
+        barge_in,
+        llm,
         LatencyModel.parse(config.tts_ttfb_ms),
-        random.Random(_seed(config, rec.id, detector_spec)),
+        rng,
         count_compute=config.count_compute,
         drafter=EagerDrafter(clock) if config.eager else None,
     )
     pipeline = Pipeline(
         [
+            *gate,
             VADProcessor(vad),
             OracleTranscriber(oracle_words(rec), config.stt_delay_ms / 1000),
             TurnDetectorProcessor(detector),
@@ -163,7 +203,15 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
         await pipeline.wait_idle()
     finally:
         await pipeline.stop()
-    return score_call(
+        await llm.aclose()
+    live = None
+    if isinstance(llm, LiveTTFT):
+        live = {
+            "requests": llm.requests,
+            "errors": len(llm.errors),
+            "ttft_ms": [round(x, 3) for x in llm.measured_ms],
+        }
+    score = score_call(
         rec,
         agent.replies,
         timeout_s=config.timeout_s,
@@ -177,7 +225,10 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
             "used": agent.drafter.stats.used,
             "cancelled": agent.drafter.stats.cancelled,
         },
+        live_llm=live,
     )
+    score.echo_reference = echo_reference
+    return score
 
 
 @dataclass
