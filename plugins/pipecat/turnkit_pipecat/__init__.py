@@ -1,11 +1,18 @@
-"""turnkit for Pipecat 1.x: turn strategies, drafting, tool gating, fillers,
-metrics and a call recorder. See the README of turnkit for the snippet."""
+"""turnkit for Pipecat 1.x: turnkit's end-of-turn detectors and barge-in
+policies as user turn strategies, eager drafting through Pipecat's
+speculation path, per-turn stage metrics, a turnkit.recording/v1 call
+recorder, and offline replay of recorded calls through Pipecat."""
 
 from turnkit_pipecat.engine import EngineStep, TurnkitTurnEngine
+from turnkit_pipecat.metrics import TurnMetrics, TurnMetricsObserver
+from turnkit_pipecat.recorder import TurnkitRecorder
 from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUserTurnStopStrategy
 
 __all__ = [
     "EngineStep",
+    "TurnMetrics",
+    "TurnMetricsObserver",
+    "TurnkitRecorder",
     "TurnkitTurnEngine",
     "TurnkitUserTurnStartStrategy",
     "TurnkitUserTurnStopStrategy",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -48,8 +49,11 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit.audio.vad import VADAnalyzer, VADParams
 from turnkit.barge_in.policy import VADBargeIn
 from turnkit.clock import VirtualClock
-from turnkit.frames import AudioInFrame, TurnEndFrame
+from turnkit.frames import AgentTextFrame, AudioInFrame, TurnEndFrame
+from turnkit.frames import Frame as TurnkitFrame
 from turnkit.pipeline import CollectSink
+from turnkit.pipeline import FrameDirection as TurnkitDirection
+from turnkit.pipeline import FrameProcessor as TurnkitProcessor
 from turnkit.pipeline import Pipeline as TurnkitPipeline
 from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.latency import LatencyModel
@@ -79,7 +83,7 @@ def recording_frames(
     an interim transcript (a final one for the last word before a pause).
     Word times ride in ``result`` for detectors that use them."""
     audio = rec.caller_audio(SAMPLE_RATE)
-    pcm = (np.clip(audio, -1.0, 1.0) * 32767.0).round().astype("<i2")
+    pcm = np.clip(np.round(audio * 32768.0), -32768, 32767).astype("<i2")
     words = sorted(oracle_words(rec), key=lambda w: w.end + stt_delay_s)
     frames: list[Frame] = []
     seg_words: dict[int, list[str]] = {}
@@ -114,13 +118,36 @@ def recording_frames(
     return frames
 
 
-async def feed_frames(task: PipelineTask, engine: TurnkitTurnEngine, frames: list[Frame]) -> None:
+async def feed_frames(
+    task: PipelineTask,
+    engine: TurnkitTurnEngine,
+    frames: list[Frame],
+    agent: LatencyModelAgent | None = None,
+) -> None:
     """Queue ``frames`` in order, waiting after each transcript until the
-    engine heard it (audio frames are system frames and would overtake it)."""
+    engine heard it (audio frames are system frames and would overtake it),
+    and, with ``agent``, after each audio chunk until the agent has played
+    its part of that instant (the bot's words reach the detector in time, as
+    in ``turnkit replay``'s lock step)."""
     for f in frames:
         await task.queue_frame(f)
         if isinstance(f, TranscriptionFrame | InterimTranscriptionFrame):
             await engine.wait_fed(f)
+        elif agent is not None and isinstance(f, InputAudioRawFrame):
+            await agent.wait_seen(f)
+
+
+class _AgentTextTap(TurnkitProcessor):
+    """Hands the simulated agent's reply text (sent upstream) to a callback."""
+
+    def __init__(self, fn: Callable[[str], None]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    async def process_frame(self, frame: TurnkitFrame, direction: TurnkitDirection) -> None:
+        if isinstance(frame, AgentTextFrame):
+            self.fn(frame.text)
+        await self.push_frame(frame, direction)
 
 
 class LatencyModelAgent(FrameProcessor):
@@ -163,10 +190,26 @@ class LatencyModelAgent(FrameProcessor):
             rng,
             count_compute=config.count_compute,
         )
-        self.sim = TurnkitPipeline([self.agent, CollectSink()])
+        self.sim = TurnkitPipeline([_AgentTextTap(self._agent_text), self.agent, CollectSink()])
+        self.context: LLMContext | None = None
+        self._seen: set[int] = set()
+        self._seen_event = asyncio.Event()
         self._samples = 0
         self._buf = np.zeros(0, dtype=np.float32)
         self.stops = 0
+
+    def _agent_text(self, text: str) -> None:
+        # The bot's reply starts playing: its words are the detector's context
+        # now (as in turnkit replay) and the assistant turn in Pipecat's context.
+        self.engine.set_agent_text(text)
+        if self.context is not None and text:
+            self.context.add_message({"role": "assistant", "content": text})
+
+    async def wait_seen(self, frame: Frame) -> None:
+        while id(frame) not in self._seen:
+            self._seen_event.clear()
+            await self._seen_event.wait()
+        self._seen.discard(id(frame))
 
     async def start_sim(self) -> None:
         await self.sim.start()
@@ -193,6 +236,10 @@ class LatencyModelAgent(FrameProcessor):
                 await self.sim.queue_frame(af)
                 await self.sim.wait_idle()
                 self.sim.processors[-1].frames.clear()  # type: ignore[attr-defined]
+            await self.push_frame(frame, direction)
+            self._seen.add(id(frame))
+            self._seen_event.set()
+            return
         elif isinstance(frame, UserStoppedSpeakingFrame):
             self.stops += 1
             now = self.clock.now()
@@ -236,6 +283,7 @@ async def replay_in_pipecat(
         ),
     )
     agent = LatencyModelAgent(engine, rec, detector_spec, config)
+    agent.context = context
     task = PipelineTask(
         Pipeline([user, agent]),
         params=PipelineParams(audio_in_sample_rate=SAMPLE_RATE),
@@ -245,7 +293,7 @@ async def replay_in_pipecat(
     frames = recording_frames(rec, stt_delay_s=config.stt_delay_ms / 1000)
 
     async def feed() -> None:
-        await feed_frames(task, engine, frames)
+        await feed_frames(task, engine, frames, agent)
         await task.queue_frame(EndFrame())
 
     runner = PipelineRunner(handle_sigint=False)

@@ -1,0 +1,115 @@
+"""Per-turn stage metrics from a running Pipecat pipeline.
+
+:class:`TurnMetricsObserver` watches the frames a pipeline pushes and, for
+each caller turn, measures turnkit's stages on the pipeline clock:
+
+* ``eot_delay_ms`` — end of the caller's speech (VAD stop minus its
+  ``stop_secs``, or a speech end the turnkit engine reported) to the turn
+  end (``UserStoppedSpeakingFrame``);
+* ``llm_ttft_ms`` — the LLM response start to its first text;
+* ``tts_ttfb_ms`` — the first text sent to TTS to its first audio;
+* ``response_ms`` — end of speech to ``BotStartedSpeakingFrame``.
+
+Example::
+
+    metrics = TurnMetricsObserver(on_turn=lambda m: print(m))
+    task = PipelineTask(pipeline, observers=[metrics])
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSAudioRawFrame,
+    TTSTextFrame,
+    UserStartedSpeakingFrame,
+    UserStoppedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
+)
+from pipecat.observers.base_observer import BaseObserver, FramePushed
+
+__all__ = ["TurnMetrics", "TurnMetricsObserver"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class TurnMetrics:
+    turn: int
+    eot_delay_ms: float | None = None
+    llm_ttft_ms: float | None = None
+    tts_ttfb_ms: float | None = None
+    response_ms: float | None = None
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        return asdict(self)
+
+
+class TurnMetricsObserver(BaseObserver):
+    """Measures each turn's stages (see the module docstring); a turn's
+    record is complete when the bot starts speaking for it."""
+
+    def __init__(self, on_turn: Callable[[TurnMetrics], None] | None = None) -> None:
+        super().__init__()
+        self.on_turn = on_turn
+        self.turns: list[TurnMetrics] = []
+        self._seen: deque[int] = deque(maxlen=512)
+        self._seen_set: set[int] = set()
+        self._speech_end: float | None = None
+        self._stopped: float | None = None
+        self._llm_start: float | None = None
+        self._tts_text: float | None = None
+        self._current: TurnMetrics | None = None
+
+    def _first(self, frame_id: int) -> bool:
+        # Observers see every hop of a frame: measure its first push only.
+        if frame_id in self._seen_set:
+            return False
+        if len(self._seen) == self._seen.maxlen:
+            self._seen_set.discard(self._seen[0])
+        self._seen.append(frame_id)
+        self._seen_set.add(frame_id)
+        return True
+
+    async def on_push_frame(self, data: FramePushed) -> None:
+        frame = data.frame
+        if not self._first(frame.id):
+            return
+        t = data.timestamp / 1e9
+        if isinstance(frame, UserStartedSpeakingFrame):
+            self._speech_end = self._stopped = None
+        elif isinstance(frame, VADUserStoppedSpeakingFrame):
+            self._speech_end = t - frame.stop_secs
+        elif isinstance(frame, UserStoppedSpeakingFrame):
+            self._stopped = t
+            end = self._speech_end if self._speech_end is not None else t
+            self._current = TurnMetrics(turn=len(self.turns), eot_delay_ms=(t - end) * 1000)
+            self._speech_end = end
+            self._llm_start = self._tts_text = None
+        elif self._current is None:
+            return
+        elif isinstance(frame, LLMFullResponseStartFrame):
+            self._llm_start = t
+        elif isinstance(frame, LLMTextFrame) and self._current.llm_ttft_ms is None:
+            if self._llm_start is not None:
+                self._current.llm_ttft_ms = (t - self._llm_start) * 1000
+        elif isinstance(frame, TTSTextFrame) and self._tts_text is None:
+            self._tts_text = t
+        elif isinstance(frame, TTSAudioRawFrame) and self._current.tts_ttfb_ms is None:
+            if self._tts_text is not None:
+                self._current.tts_ttfb_ms = (t - self._tts_text) * 1000
+        elif isinstance(frame, BotStartedSpeakingFrame):
+            m, self._current = self._current, None
+            if self._speech_end is not None:
+                m.response_ms = (t - self._speech_end) * 1000
+            self.turns.append(m)
+            log.info("turnkit turn metrics: %s", m.as_dict())
+            if self.on_turn is not None:
+                self.on_turn(m)
