@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 EXCERPT_CHARS = 40
+_PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 class RequestError(ValueError):
@@ -299,23 +300,18 @@ def find_warnings(name: str, rendering: CanonicalRendering) -> list[Warning_]:
         if span.start >= rendering.stable_end:
             break
         value = rendering.value(span)
-        taken: list[tuple[int, int]] = []
+        # Placeholders ({caller_name}) are the fix, not the problem.
+        taken = [(m.start(), m.end()) for m in _PLACEHOLDER.finditer(value)]
         for kind, pat in _WARN_PATTERNS:
             for m in pat.finditer(value):
                 if any(a < m.end() and m.start() < b for a, b in taken):
                     continue  # one finding per stretch of text
-                if "{" in m.group(0) or _inside_braces(value, m.start()):
-                    continue  # a placeholder, not a value
                 taken.append((m.start(), m.end()))
                 key = (span.field, m.group(0))
                 if key not in seen:
                     seen.add(key)
                     out.append(Warning_(name, kind, span.field, m.group(0).strip()))
     return out
-
-
-def _inside_braces(text: str, pos: int) -> bool:
-    return text.rfind("{", 0, pos) > text.rfind("}", 0, pos)
 
 
 # -- the report -----------------------------------------------------------------------
