@@ -190,7 +190,9 @@ class HistoryTruncator(FrameProcessor):
         idx = reply_span(self.messages)
         if not idx:
             return None
-        current = [self.messages[i] for i in idx if not self._owned(self.messages[i])]
+        # From the reply's first assistant message on: tool messages between
+        # its parts stay in place.
+        current = [m for m in self.messages[idx[0] :] if not self._owned(m)]
         if not current:
             return None
         reply = _Reply(originals=copy.deepcopy(current), current=current)

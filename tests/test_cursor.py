@@ -1,0 +1,313 @@
+"""Playback cursor (marks, pauses, resume, flush, clock fallback) on a
+VirtualClock, and the HistoryTruncator processor in a turnkit Pipeline fed
+real espeak-ng word timings.
+
+Tests that need espeak-ng skip without it, unless ``TURNKIT_REQUIRE_TTS=1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from turnkit.barge_in.cursor import PlaybackCursor, WordTimestampsFrame
+from turnkit.barge_in.history_processor import HistoryTruncator
+from turnkit.barge_in.truncation import TruncationConfig, tokens
+from turnkit.clock import VirtualClock
+from turnkit.frames import (
+    AgentAudioStartedFrame,
+    AgentAudioStoppedFrame,
+    AgentTextFrame,
+    InterruptionFrame,
+    PlaybackMarkFrame,
+    TranscriptFrame,
+    TurnEndFrame,
+    Word,
+)
+from turnkit.pipeline import CollectSink, FrameDirection, Pipeline
+from turnkit.tts import EspeakTTS, WordTimedAudio
+
+TEXT = "Certainly, a table for four on Saturday. What time would you like to come in?"
+WORDS = TEXT.split()
+
+
+def _require_espeak() -> None:
+    if EspeakTTS.available():
+        return
+    reason = "espeak-ng is not installed (apt-get install -y espeak-ng)"
+    if os.environ.get("TURNKIT_REQUIRE_TTS") == "1":
+        pytest.fail(f"TURNKIT_REQUIRE_TTS=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def spoken() -> WordTimedAudio:
+    _require_espeak()
+    return asyncio.run(EspeakTTS().synthesize_words(TEXT))
+
+
+# --- cursor -------------------------------------------------------------------
+
+
+async def test_marks_are_the_authority_and_never_go_back():
+    clock = VirtualClock()
+    cur = PlaybackCursor(clock, max_extrapolate_s=0.0)
+    cur.on_started(1)
+    cur.on_text(1, TEXT)
+    cur.on_mark(1, 1.0)
+    cur.on_mark(1, 0.4)  # a late, stale report
+    await clock.advance(2.0)
+    cur.on_stopped(1, "interrupted")
+    assert cur.played_s(1) == 1.0
+
+
+async def test_stop_adds_the_time_since_the_last_moving_mark_capped():
+    clock = VirtualClock()
+    cur = PlaybackCursor(clock, max_extrapolate_s=0.2)
+    cur.on_started(1)
+    cur.on_mark(1, 0.5)
+    await clock.advance(0.5)
+    cur.on_mark(1, 1.0)
+    await clock.advance(0.08)
+    assert cur.played_s(1) == pytest.approx(1.08)  # still playing
+    cur.on_stopped(1, "interrupted")
+    assert cur.played_s(1) == pytest.approx(1.08)
+    await clock.advance(5.0)
+    assert cur.played_s(1) == pytest.approx(1.08)  # stopped: frozen
+    # A long gap is capped at one mark interval's worth.
+    cur.on_started(2)
+    cur.on_mark(2, 0.5)
+    await clock.advance(3.0)
+    cur.on_stopped(2, "interrupted")
+    assert cur.played_s(2) == pytest.approx(0.7)
+
+
+async def test_a_paused_output_is_not_extrapolated():
+    clock = VirtualClock()
+    cur = PlaybackCursor(clock, max_extrapolate_s=0.2)
+    cur.on_started(1)
+    cur.on_mark(1, 0.9)
+    await clock.advance(0.1)
+    cur.on_mark(1, 0.9)  # paused (ducked, held): position unchanged
+    await clock.advance(0.15)
+    cur.on_stopped(1, "interrupted")
+    assert cur.played_s(1) == pytest.approx(0.9)
+
+
+async def test_clock_fallback_sums_stretches_across_a_resume():
+    clock = VirtualClock()
+    cur = PlaybackCursor(clock)
+    cur.on_started(3)
+    await clock.advance(0.6)
+    cur.on_stopped(3, "interrupted")  # a false interruption...
+    await clock.advance(1.0)  # ...silence while it is judged...
+    cur.on_started(3)  # ...then resumed where it stopped
+    await clock.advance(0.4)
+    assert cur.played_s(3) == pytest.approx(1.0)
+    cur.on_stopped(3, "interrupted")
+    await clock.advance(1.0)
+    assert cur.played_s(3) == pytest.approx(1.0)
+
+
+async def test_flush_stops_every_playing_reply_where_it_is():
+    clock = VirtualClock()
+    cur = PlaybackCursor(clock)
+    cur.on_started(1)
+    cur.on_text(1, TEXT)
+    await clock.advance(0.7)
+    cur.on_flush()
+    await clock.advance(2.0)
+    assert cur.played_s(1) == pytest.approx(0.7)
+    assert cur.reply(1).stop_reason == "interrupted"
+
+
+async def test_duration_caps_played_and_completed_is_whole():
+    clock = VirtualClock()
+    cur = PlaybackCursor(clock)
+    cur.on_text(1, "Sure.")
+    cur.on_text(1, "What name is it under?")
+    assert cur.reply(1).text == "Sure. What name is it under?"
+    cur.on_duration(1, 2.0)
+    cur.on_started(1)
+    await clock.advance(3.0)
+    assert cur.played_s(1) == 2.0
+    cur.on_stopped(1, "completed")
+    assert cur.heard(1).complete
+
+
+async def test_cursor_heard_with_real_word_timings(spoken):
+    clock = VirtualClock()
+    cur = PlaybackCursor(clock, max_extrapolate_s=0.0)
+    cur.on_started(1)
+    cur.on_text(1, TEXT)
+    cur.on_words(1, spoken.words, spoken.duration)
+    w = spoken.words[6]  # "Saturday."
+    cur.on_mark(1, w.end - 0.02)
+    cur.on_stopped(1, "interrupted")
+    heard = cur.heard(1)
+    assert heard.method == "timestamps"
+    assert heard.text == "Certainly, a table for four on"
+
+
+# --- the processor in a pipeline ----------------------------------------------------
+
+
+async def _run(frames, truncator: HistoryTruncator, clock: VirtualClock) -> CollectSink:
+    sink = CollectSink()
+    pipe = Pipeline([truncator, sink])
+    await pipe.start()
+    try:
+        for at, frame, direction in frames:
+            await clock.advance_to(max(at, clock.now()))
+            frame.at = clock.now()
+            await truncator.deliver(frame, direction)
+            await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+    return sink
+
+
+D, U = FrameDirection.DOWNSTREAM, FrameDirection.UPSTREAM
+
+
+def _play(spoken: WordTimedAudio, until: float, step: float = 0.1):
+    """Marks an output would send every ``step`` seconds of played audio."""
+    t = step
+    while t <= until + 1e-9:
+        yield (t, PlaybackMarkFrame(reply_id=1, played_s=round(t, 6)), U)
+        t += step
+
+
+async def test_pipeline_cuts_the_reply_to_the_words_heard(spoken):
+    clock = VirtualClock()
+    system = {"role": "system", "content": "You book tables."}
+    cuts = []
+    trunc = HistoryTruncator(
+        clock, [system], on_truncated=lambda rid, h: cuts.append((rid, h.words_kept))
+    )
+    stop_at = spoken.words[8].end + 0.05  # "time" finished, "would" not
+    half = TEXT.index("What")
+    frames = [
+        (0.0, TranscriptFrame(text="a table for four on saturday", is_final=True), D),
+        (0.0, TurnEndFrame(detector="test"), D),
+        (0.0, AgentTextFrame(reply_id=1, text=TEXT[:half].strip()), U),  # streamed
+        (0.0, AgentTextFrame(reply_id=1, text=TEXT[half:]), U),
+        (0.0, WordTimestampsFrame(reply_id=1, words=list(spoken.words)), U),
+        (0.0, AgentAudioStartedFrame(reply_id=1), D),
+        *_play(spoken, stop_at, 0.05),
+        (stop_at, AgentAudioStoppedFrame(reply_id=1, reason="interrupted"), D),
+    ]
+    sink = await _run(frames, trunc, clock)
+    # Downstream frames are passed on, in order (upstream ones went upstream).
+    assert [type(f) for f in sink.frames] == [
+        TranscriptFrame,
+        TurnEndFrame,
+        AgentAudioStartedFrame,
+        AgentAudioStoppedFrame,
+    ]
+    assert trunc.messages == [
+        system,
+        {"role": "user", "content": "a table for four on saturday"},
+        {
+            "role": "assistant",
+            "content": "Certainly, a table for four on Saturday. What time"
+            " [interrupted by the caller]",
+        },
+    ]
+    assert cuts == [(1, 9)]
+
+
+async def test_pipeline_late_mark_recuts_and_resume_restores(spoken):
+    clock = VirtualClock()
+    trunc = HistoryTruncator(clock, config=TruncationConfig(note=None))
+    w = spoken.words
+    frames = [
+        (0.0, AgentTextFrame(reply_id=1, text=TEXT), U),
+        (0.0, AgentAudioStartedFrame(reply_id=1), D),
+        (0.0, WordTimestampsFrame(reply_id=1, words=list(w), audio_s=spoken.duration), U),
+        (w[2].end + 0.01, AgentAudioStoppedFrame(reply_id=1, reason="interrupted"), D),
+    ]
+    await _run(frames, trunc, clock)
+    # No marks: the clock says three words.
+    assert trunc.messages == [{"role": "assistant", "content": "Certainly, a table"}]
+    # The output's final sample position comes after the stop: one more word.
+    await _run([(clock.now(), PlaybackMarkFrame(reply_id=1, played_s=w[3].end), U)], trunc, clock)
+    assert trunc.messages == [{"role": "assistant", "content": "Certainly, a table for"}]
+    # A false interruption: playback resumes, and this time plays to the end.
+    await _run(
+        [
+            (clock.now() + 1.0, AgentAudioStartedFrame(reply_id=1), D),
+            (clock.now() + 1.0, PlaybackMarkFrame(reply_id=1, played_s=spoken.duration), U),
+            (clock.now() + 5.0, AgentAudioStoppedFrame(reply_id=1, reason="completed"), D),
+        ],
+        trunc,
+        clock,
+    )
+    assert trunc.messages == [{"role": "assistant", "content": TEXT}]
+
+
+async def test_pipeline_interruption_before_audio_removes_the_reply():
+    clock = VirtualClock()
+    trunc = HistoryTruncator(clock)
+    frames = [
+        (0.0, TranscriptFrame(text="book a table", is_final=True), D),
+        (0.0, TurnEndFrame(), D),
+        (0.1, AgentTextFrame(reply_id=4, text="Sure, for how many?"), U),
+        (0.3, InterruptionFrame(reason="caller spoke"), D),
+    ]
+    await _run(frames, trunc, clock)
+    assert trunc.messages == [{"role": "user", "content": "book a table"}]
+
+
+async def test_pipeline_estimate_when_the_tts_gives_no_timings(spoken):
+    clock = VirtualClock()
+    trunc = HistoryTruncator(clock, config=TruncationConfig(note=None), max_extrapolate_s=0.0)
+    stop = spoken.words[5].end + 0.02  # "on" has just ended
+    frames = [
+        (0.0, AgentTextFrame(reply_id=1, text=TEXT), U),
+        (0.0, AgentAudioStartedFrame(reply_id=1), D),
+        *_play(spoken, stop, 0.02),
+        (stop, AgentAudioStoppedFrame(reply_id=1, reason="interrupted"), D),
+    ]
+    trunc.cursor.on_duration(1, spoken.duration)  # the TTS finished the reply
+    await _run(frames, trunc, clock)
+    kept = len(tokens(trunc.messages[0]["content"]))
+    assert trunc.cuts[-1][1].method == "estimate"
+    assert abs(kept - 6) <= 1
+
+
+async def test_pipeline_host_written_history_with_tool_calls():
+    clock = VirtualClock()
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "availability", "arguments": "{}"},
+    }
+    messages = [
+        {"role": "user", "content": "is saturday free"},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "free"},
+        {"role": "assistant", "content": "Saturday is free. Shall I book it?"},
+    ]
+    trunc = HistoryTruncator(
+        clock, messages, record_user=False, record_replies=False, max_extrapolate_s=0.0
+    )
+    text = "Let me check. Saturday is free. Shall I book it?"
+    stamps = [Word(text=t, start=0.3 * i, end=0.3 * i + 0.25) for i, t in enumerate(text.split())]
+    frames = [
+        (0.0, AgentTextFrame(reply_id=2, text=text), U),
+        (0.0, WordTimestampsFrame(reply_id=2, words=stamps), U),
+        (0.0, AgentAudioStartedFrame(reply_id=2), D),
+        (1.3, PlaybackMarkFrame(reply_id=2, played_s=1.3), U),
+        (1.3, AgentAudioStoppedFrame(reply_id=2, reason="interrupted"), D),
+    ]
+    await _run(frames, trunc, clock)
+    assert trunc.messages is messages  # the host's own list, edited in place
+    assert messages == [
+        {"role": "user", "content": "is saturday free"},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "free"},
+        {"role": "assistant", "content": "Saturday [interrupted by the caller]"},
+    ]
