@@ -52,7 +52,9 @@ class Decision(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class AckParams:
-    max_listen_s: float = 0.35  # speech this long without a deciding word: a bid
+    # Speech this long without a deciding word is a bid: backchannels are
+    # mostly under half a second ("uh-huh", "okay": 0.2-0.4 s).
+    max_listen_s: float = 0.45
     max_backchannel_words: int = 3
     word_wait_s: float = 0.8  # after a short segment, words may still arrive
     false_interruption_s: float = 1.5  # no words this long after a provisional stop: resume
@@ -136,7 +138,9 @@ class AckFilter:
             # Speech already going when the agent began is not a barge-in
             # (the turn detector answered early; that is its business).
             return Decision.KEEP
-        if self._speaking and now - self._onset >= self.params.max_listen_s - 1e-9:
+        # Speech so far, onset to the last frame the VAD called speech (not
+        # its hangover); judged after the words of the same instant arrived.
+        if self._speaking and vad.speech_end - self._onset >= self.params.max_listen_s - 1e-9:
             decided = self._judge_words()
             if decided is not None:
                 return decided

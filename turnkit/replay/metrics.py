@@ -205,6 +205,21 @@ def score_call(
         turns_out.append(score)
 
     events_out: list[EventScore] = []
+    # Each stop is blamed on the labelled sound that began last before it
+    # (within its extent + grace): a barge-in inside a long echo stretch,
+    # or a backchannel inside it, is not the echo's false barge-in.
+    labelled = [
+        (ev.start, ev.end, id(ev))
+        for ev in [*rec.caller_turns, *rec.backchannels, *rec.echoes, *rec.noises]
+    ]
+    blamed: set[int] = set()
+    for r in audible:
+        if r.stop_reason != "interrupted" or r.stopped_at is None:
+            continue
+        t = r.stopped_at
+        cands = [x for x in labelled if x[0] - EPS <= t <= x[1] + grace_s]
+        if cands:
+            blamed.add(max(cands, key=lambda x: x[0])[2])
     for kind, evs in (
         ("backchannel", rec.backchannels),
         ("echo", rec.echoes),
@@ -212,12 +227,7 @@ def score_call(
     ):
         for ev in evs:
             meets = [r for r in audible if r.first_audio_at < ev.end and _play_end(r) > ev.start]  # type: ignore[operator]
-            stopped = any(
-                r.stop_reason == "interrupted"
-                and r.stopped_at is not None
-                and ev.start - EPS <= r.stopped_at <= ev.end + grace_s
-                for r in meets
-            )
+            stopped = id(ev) in blamed
             events_out.append(
                 EventScore(kind, ev.start, ev.end, bool(meets), bool(meets) and stopped)
             )
