@@ -92,6 +92,13 @@ def replay(
         ),
     ] = None,
     llm_model: Annotated[str, typer.Option(help="model name sent with --llm-url")] = "",
+    no_filters: Annotated[
+        bool,
+        typer.Option(
+            "--no-filters",
+            help="barge-in on any VAD speech onset (raw baseline): no echo or acknowledgement filter",
+        ),
+    ] = False,
     sweep: Annotated[
         bool,
         typer.Option(help="score each detector (and silence) across its threshold/delay grid"),
@@ -127,6 +134,7 @@ def replay(
             timeout_s=timeout_s,
             seed=seed,
             eager=eager,
+            filters=not no_filters,
             llm_url=llm_url,
             llm_model=llm_model,
         )
@@ -191,6 +199,13 @@ def replay(
 
     _print_results(results, len(calls), len(failed), elapsed, n_workers)
     _print_drafting(results)
+    no_ref = sorted({c for r in results for c in r.get("echo_reference_missing", [])})
+    if no_ref:
+        err.print(
+            f"echo filter: no agent.wav in {len(no_ref)} call(s), transcript check only: "
+            + ", ".join(no_ref),
+            highlight=False,
+        )
     comparisons = [paired_compare(results[0], r, seed=seed) for r in results[1:]]
     if comparisons:
         _print_comparisons(comparisons)
