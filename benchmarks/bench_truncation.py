@@ -333,7 +333,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-piper", action="store_true", help="espeak-ng only")
     args = ap.parse_args()
-    console = Console()
+    console = Console(width=120)
     texts = corpus_replies()
     sources: list[tuple[str, list[Rendered]]] = []
     if not args.no_piper and piper_available():
