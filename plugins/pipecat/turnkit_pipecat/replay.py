@@ -86,7 +86,7 @@ def recording_frames(
     pcm = np.clip(np.round(audio * 32768.0), -32768, 32767).astype("<i2")
     words = sorted(oracle_words(rec), key=lambda w: w.end + stt_delay_s)
     frames: list[Frame] = []
-    seg_words: dict[int, list[str]] = {}
+    seg_words: dict[int, list[tuple[str, float, float]]] = {}
     wi = 0
     for i in range(0, len(pcm), chunk_samples):
         chunk = pcm[i : i + chunk_samples]
@@ -100,19 +100,29 @@ def recording_frames(
             w = words[wi]
             wi += 1
             pending = seg_words.setdefault(w.segment, [])
-            pending.append(w.text)
-            result = {"spoken_until": w.end, "words": [(w.text, w.start, w.end)]}
+            pending.append((w.text, w.start, w.end))
+            # A final carries every word of its segment; an interim its own.
+            result = {
+                "spoken_until": w.end,
+                "words": list(pending) if w.last_in_span else [pending[-1]],
+            }
             if w.last_in_span:
                 frames.append(
                     TranscriptionFrame(
-                        text=" ".join(pending), user_id="caller", timestamp="", result=result
+                        text=" ".join(p[0] for p in pending),
+                        user_id="caller",
+                        timestamp="",
+                        result=result,
                     )
                 )
                 pending.clear()
             else:
                 frames.append(
                     InterimTranscriptionFrame(
-                        text=" ".join(pending), user_id="caller", timestamp="", result=result
+                        text=" ".join(p[0] for p in pending),
+                        user_id="caller",
+                        timestamp="",
+                        result=result,
                     )
                 )
     return frames

@@ -1,0 +1,140 @@
+"""turnkit-pipecat with real pipecat-ai 1.x objects, offline: Pipecat's own
+run_test and pipelines fed InputAudioRawFrames from the corpus WAVs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    EndFrame,
+    InputAudioRawFrame,
+    InterruptionFrame,
+    UserStartedSpeakingFrame,
+    UserStoppedSpeakingFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.runner import PipelineRunner
+from pipecat.pipeline.task import PipelineParams, PipelineTask
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMUserAggregator,
+    LLMUserAggregatorParams,
+)
+from pipecat.tests.utils import run_test
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+from turnkit.replay.recording import load_recording
+from turnkit.replay.simulator import ReplayConfig, replay_call
+
+from turnkit_pipecat import (
+    TurnkitRecorder,
+    TurnkitTurnEngine,
+    TurnkitUserTurnStartStrategy,
+    TurnkitUserTurnStopStrategy,
+)
+from turnkit_pipecat.replay import feed_frames, recording_frames, replay_in_pipecat
+
+CORPUS = Path(__file__).resolve().parents[3] / "recordings"
+
+
+def _aggregator(engine: TurnkitTurnEngine, context: LLMContext) -> LLMUserAggregator:
+    return LLMUserAggregator(
+        context,
+        params=LLMUserAggregatorParams(
+            user_turn_strategies=UserTurnStrategies(
+                start=[TurnkitUserTurnStartStrategy(engine)],
+                stop=[TurnkitUserTurnStopStrategy(engine, context=context)],
+            ),
+            user_turn_stop_timeout=3600.0,
+            audio_idle_timeout=0,
+        ),
+    )
+
+
+async def test_run_test_turns_from_corpus_audio_match_turnkit_replay() -> None:
+    """Audio only (no STT): the silence detector ends each caller turn in
+    Pipecat at the same audio instants as turnkit replay decides."""
+    rec = load_recording(CORPUS / "easy-order-status-01")
+    frames = [f for f in recording_frames(rec) if isinstance(f, InputAudioRawFrame)]
+    engine = TurnkitTurnEngine("silence")
+    down, _ = await run_test(_aggregator(engine, LLMContext()), frames_to_send=frames)
+    kinds = [type(f) for f in down if not isinstance(f, InputAudioRawFrame)]
+    assert kinds.count(UserStartedSpeakingFrame) == len(rec.caller_turns)
+    assert kinds.count(UserStoppedSpeakingFrame) == len(rec.caller_turns)
+    assert kinds.count(InterruptionFrame) == len(rec.caller_turns)
+    score = await replay_call(rec, "silence", ReplayConfig())
+    assert [round(d.at, 4) for d in engine.decisions] == [r["decision_at"] for r in score.replies]
+    # Each decision closes one labelled turn, after its end.
+    for d, t in zip(engine.decisions, rec.caller_turns, strict=True):
+        assert t.end < d.at < t.end + 1.5
+
+
+async def test_barge_in_policy_decides_interruptions_while_the_bot_speaks() -> None:
+    rec = load_recording(CORPUS / "easy-order-status-01")
+    audio = [f for f in recording_frames(rec) if isinstance(f, InputAudioRawFrame)]
+    engine = TurnkitTurnEngine("silence")
+    start = TurnkitUserTurnStartStrategy(engine)
+    agg = LLMUserAggregator(
+        LLMContext(),
+        params=LLMUserAggregatorParams(
+            user_turn_strategies=UserTurnStrategies(
+                start=[start], stop=[TurnkitUserTurnStopStrategy(engine)]
+            ),
+            user_turn_stop_timeout=3600.0,
+            audio_idle_timeout=0,
+        ),
+    )
+    # The bot is talking from the start: the caller's first words barge in.
+    await run_test(agg, frames_to_send=[BotStartedSpeakingFrame(), *audio])
+    assert engine.bot_speaking
+    assert start.interruptions >= 1
+
+
+async def test_replay_in_pipecat_agrees_with_turnkit_replay() -> None:
+    for name in ("easy-order-status-01", "phone-digits-02"):
+        rec = load_recording(CORPUS / name)
+        got = await replay_in_pipecat(rec, "silence", ReplayConfig())
+        want = await replay_call(rec, "silence", ReplayConfig())
+        assert [t.row() for t in got.turns] == [t.row() for t in want.turns]
+        assert all(t.response_ms is not None for t in got.turns)
+
+
+async def test_recorder_processor_round_trip(tmp_path: Path) -> None:
+    """A call recorded by TurnkitRecorder inside a Pipecat pipeline loads,
+    has the source's caller turns and text, and replays."""
+    src = load_recording(CORPUS / "easy-order-status-01")
+    engine = TurnkitTurnEngine("silence")
+    context = LLMContext()
+    recorder = TurnkitRecorder(tmp_path / "call", engine=engine, call_id="pipecat-rec")
+    task = PipelineTask(
+        Pipeline([_aggregator(engine, context), recorder]),
+        params=PipelineParams(audio_in_sample_rate=16000),
+        cancel_on_idle_timeout=False,
+    )
+    frames = recording_frames(src)
+
+    async def feed() -> None:
+        await feed_frames(task, engine, frames)
+        await task.queue_frame(EndFrame())
+
+    runner = PipelineRunner(handle_sigint=False)
+    await runner.add_workers(task)
+    await asyncio.gather(runner.run(), feed())
+    assert recorder.written is not None
+    got = load_recording(recorder.written, check_audio=True)
+    assert abs(got.duration - src.duration) < 0.04
+    # No bot audio went out, so nothing split the caller's speech into turns
+    # (a recorder only splits where the agent took the floor): one turn,
+    # whose spans are the source's turns, with every word in order.
+    (turn,) = got.caller_turns
+    assert abs(turn.start - src.caller_turns[0].start) < 0.12
+    assert abs(turn.end - src.caller_turns[-1].end) < 0.12
+    spans = turn.speech_spans()
+    for s in src.caller_turns:
+        assert any(a < s.end and b > s.start for a, b in spans), (s.start, s.end)
+    want = [w.text.lower().strip(",.?!") for s in src.caller_turns for w in s.words or []]
+    assert [w.text for w in turn.words or []] == want
+    assert turn.text.split() == want
+    score = await replay_call(got, "silence", ReplayConfig())
+    assert len(score.turns) == 1 and not score.turns[0].missed
