@@ -1,0 +1,302 @@
+"""turnkit-livekit with real livekit-agents objects, offline.
+
+Sessions are real ``AgentSession``s without a room, fed corpus audio in real
+time through our own ``AudioInput``/``AudioOutput`` subclasses, with Silero VAD
+(livekit-plugins-silero) and fakes named as such for STT/LLM/TTS
+(tests/lk_harness.py). Each session test takes about the audio's length.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from livekit.agents import Agent, AgentSession, llm
+from livekit.agents.voice.turn import _StreamingTurnDetector, _StreamingTurnDetectorStream
+from livekit.plugins import silero
+
+from turnkit.clock import RealClock
+from turnkit.drafting import ToolGate, tool
+from turnkit_livekit import (
+    TurnkitStreamingDetector,
+    TurnkitTextDetector,
+    attach,
+    gated_tools,
+    turn_detector,
+)
+from turnkit_livekit.tools import spoken_yes_no
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[2] / "tests"))
+from lk_harness import (  # noqa: E402
+    CaptureAudioOutput,
+    FakeLLM,
+    FakeOracleSTT,
+    FakeToolLLM,
+    FakeTTS,
+    WavAudioInput,
+    load_call,
+)
+
+# booking-think-03, first caller turn: "I'd like to book a table for ...
+# (0.91 s mid-sentence hold) ... four people on Saturday." (1.165-4.711 s)
+CALL = "booking-think-03"
+HOLD = (2.462, 3.376)
+TURN_END = 4.711
+
+
+async def run_session(
+    detector: Any,
+    *,
+    end_s: float = 7.0,
+    llm_: llm.LLM | None = None,
+    tools: list[Any] | None = None,
+    min_delay: float = 0.5,
+    setup: Any = None,
+) -> dict[str, Any]:
+    audio, call = load_call(CALL)
+    src = WavAudioInput(audio, 0.0, end_s)
+    out = CaptureAudioOutput()
+    session = AgentSession(
+        vad=silero.VAD.load(min_silence_duration=0.3),
+        stt=FakeOracleSTT(call, src),
+        llm=llm_ or FakeLLM(),
+        tts=FakeTTS(),
+        turn_handling={
+            "turn_detection": detector,
+            "endpointing": {"min_delay": min_delay, "max_delay": 3.0},
+            "preemptive_generation": {"enabled": False},
+        },
+    )
+    session.input.audio = src
+    session.output.audio = out
+    users: list[tuple[float, llm.ChatMessage]] = []
+
+    def on_item(ev: Any) -> None:
+        if isinstance(ev.item, llm.ChatMessage) and ev.item.role == "user":
+            users.append((src.position, ev.item))
+
+    session.on("conversation_item_added", on_item)
+    metrics = attach(session, detector) if not isinstance(detector, str) else None
+    extra = setup(session) if setup is not None else None
+    await session.start(Agent(instructions="You take bookings.", tools=tools or []), record=False)
+    await asyncio.wait_for(src.done.wait(), end_s + 10)
+    await asyncio.sleep(1.0)
+    await session.aclose()
+    return {"users": users, "metrics": metrics, "out": out, "extra": extra}
+
+
+# -- protocol shape ------------------------------------------------------------------
+
+
+def test_text_detector_is_livekit_text_protocol() -> None:
+    det = turn_detector("semantic-text")
+    assert isinstance(det, TurnkitTextDetector)
+    assert not hasattr(det, "stream")  # LiveKit picks the protocol by this attribute
+    assert not isinstance(det, _StreamingTurnDetector)
+    assert det.model == "semantic-text" and det.provider == "turnkit"
+
+
+def test_audio_detectors_are_livekit_streaming_protocol() -> None:
+    for spec in ("silence:stop_ms=600", "smart-turn", "fused"):
+        det = turn_detector(spec)
+        assert isinstance(det, TurnkitStreamingDetector)
+        assert isinstance(det, _StreamingTurnDetector)
+
+
+async def test_stream_is_livekit_stream_protocol() -> None:
+    stream = TurnkitStreamingDetector("silence").stream()
+    try:
+        assert isinstance(stream, _StreamingTurnDetectorStream)
+        assert await stream.supports_language(None)
+        assert await stream.unlikely_threshold("en") == 0.5
+    finally:
+        await stream.aclose()
+
+
+def test_bad_specs_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="not a text detector"):
+        TurnkitTextDetector("smart-turn")
+    with pytest.raises(ValueError, match="unknown parameter"):
+        turn_detector("silence:stop=3")
+
+
+async def test_text_detector_scores_from_chat_ctx() -> None:
+    det = TurnkitTextDetector("semantic-text")
+    ctx = llm.ChatContext()
+    ctx.add_message(role="assistant", content="What can I do for you?")
+    ctx.add_message(role="user", content="I'd like to book a table for")
+    low = await det.predict_end_of_turn(ctx)
+    ctx.add_message(role="user", content="four people on Saturday.")
+    high = await det.predict_end_of_turn(ctx)
+    threshold = await det.unlikely_threshold("en")
+    assert low < threshold <= high
+    assert det.last["text"] == "i'd like to book a table for four people on saturday"
+    assert await det.supports_language("en") and not await det.supports_language("fr")
+
+
+async def test_text_detector_enforces_a_timeout() -> None:
+    """LiveKit calls predict_end_of_turn without a timeout: a silent engine
+    must not hold the turn. A real socket that accepts and never answers."""
+
+    async def black_hole(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1 << 16)
+        await asyncio.sleep(30)
+
+    server = await asyncio.start_server(black_hole, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        det = TurnkitTextDetector(
+            f"llm-eou:base_url=http://127.0.0.1:{port}/v1,timeout_ms=60000",
+            timeout_s=0.3,
+            on_timeout=1.0,
+        )
+        ctx = llm.ChatContext()
+        ctx.add_message(role="user", content="book a table")
+        t0 = asyncio.get_running_loop().time()
+        p = await det.predict_end_of_turn(ctx)
+        elapsed = asyncio.get_running_loop().time() - t0
+        assert p == 1.0 and det.timeouts == 1
+        assert elapsed < 5  # bounded by timeout_s, not the engine's 60 s
+        assert det.last["reason"].startswith("timeout")
+    finally:
+        server.close()
+
+
+async def test_text_detector_on_real_llama_server() -> None:
+    from engine import EngineMissing, require_engine, running_llama_server
+
+    try:
+        require_engine()
+    except EngineMissing as exc:
+        if os.environ.get("TURNKIT_REQUIRE_ENGINE") == "1":
+            raise
+        pytest.skip(str(exc))
+    with running_llama_server() as base_url:
+        det = TurnkitTextDetector(f"llm-eou:base_url={base_url},timeout_ms=20000", timeout_s=20)
+        ctx = llm.ChatContext()
+        ctx.add_message(role="assistant", content="What can I do for you?")
+        ctx.add_message(role="user", content="I'd like to book a table for four on Saturday.")
+        p = await det.predict_end_of_turn(ctx)
+        assert 0.0 <= p <= 1.0 and det.timeouts == 0 and det.errors == 0
+        assert det.last["reason"] == "model" and det.last["compute_ms"] > 0
+
+
+# -- real sessions -------------------------------------------------------------------
+
+
+async def test_session_text_detector_waits_through_a_mid_sentence_hold() -> None:
+    """LiveKit's VAD endpointing cuts the caller off at the 0.91 s hold;
+    with turnkit's semantic-text detector the session waits ("...a table
+    for" reads unfinished) and commits one turn with all the words."""
+    base = await run_session("vad")
+    texts = [m.text_content for _, m in base["users"]]
+    assert len(texts) == 2 and texts[0].endswith("table for"), texts
+    assert HOLD[0] < base["users"][0][0] < HOLD[1]  # committed inside the hold
+
+    det = turn_detector("semantic-text")
+    run = await run_session(det)
+    assert [m.text_content for _, m in run["users"]] == [
+        "I'd like to book a table for four people on Saturday"
+    ]
+    assert run["users"][0][0] > TURN_END
+    assert det.calls >= 2  # asked at the hold and at the end
+    m = run["users"][0][1].metrics
+    assert m["turnkit_detector"] == "semantic-text"
+    assert m["turnkit_end_of_turn_probability"] >= det.threshold
+    assert "end_of_turn_delay" in m  # LiveKit's own keys stay
+    assert run["metrics"].turns == [{k: v for k, v in m.items() if k.startswith("turnkit_")}]
+
+
+async def test_session_streaming_detector_decides_when_livekit_commits() -> None:
+    """A streaming turnkit detector (silence, 1.5 s) holds LiveKit's commit
+    through the 0.91 s hold and until its own decision after the turn."""
+    det = turn_detector("silence:stop_ms=1500", prediction_timeout_s=5.0)
+    run = await run_session(det, end_s=8.0, min_delay=0.2)
+    users = run["users"]
+    assert [m.text_content for _, m in users] == [
+        "I'd like to book a table for four people on Saturday"
+    ]
+    committed = users[0][0]
+    assert TURN_END + 1.5 <= committed < TURN_END + 1.5 + 0.6
+    stream = det.streams[0]
+    assert stream.predictions >= 2  # LiveKit asked at the hold and at the end
+    m = users[0][1].metrics
+    assert m["turnkit_detector"] == "silence:stop_ms=1500"
+    assert m["turnkit_silence_ms"] == pytest.approx(1500, abs=40)
+    assert m["turnkit_reason"].endswith("ms silence")
+
+
+async def test_session_smart_turn_records_its_evidence() -> None:
+    det = turn_detector("smart-turn")
+    run = await run_session(det)
+    assert run["users"], "no turn committed"
+    for _, msg in run["users"]:
+        m = msg.metrics
+        assert m["turnkit_detector"] == "smart-turn"
+        assert 0.0 <= m["turnkit_end_of_turn_probability"] <= 1.0
+        assert m["turnkit_compute_ms"] > 0
+        assert m["turnkit_silence_ms"] < 600  # it decided, LiveKit did not time out
+    stream = det.streams[0]
+    assert stream.vad.speech_end > 4.0  # it heard the whole turn
+
+
+async def test_gated_tools_in_a_session() -> None:
+    """A write tool called by the LLM runs once, through the gate, in the
+    confirmed turn; a confirm=True write waits for a spoken yes."""
+    clock = RealClock()
+    booked: list[dict[str, Any]] = []
+    looked: list[str] = []
+
+    @tool(effect="read", timeout_s=2)
+    async def find_slots(day: str) -> list[str]:
+        looked.append(day)
+        return ["19:30"]
+
+    @tool(effect="write", timeout_s=2)
+    async def book(day: str, people: int) -> str:
+        booked.append({"day": day, "people": people})
+        return "booking #7"
+
+    @tool(effect="write", timeout_s=2, confirm=True)
+    async def charge_deposit(amount: int) -> str:
+        return "charged"
+
+    gate = ToolGate([find_slots, book, charge_deposit], clock, session_id="lk-test")
+    calls = [
+        ("find_slots", {"day": "saturday"}),
+        ("book", {"day": "saturday", "people": 4}),
+        ("charge_deposit", {"amount": 20}),
+    ]
+    # The Agent takes the tools; the same object follows the session's turns.
+    gated = gated_tools(gate)
+
+    def bind(session: AgentSession) -> None:
+        gated.bind(session)
+
+    run = await run_session(
+        turn_detector("semantic-text"),
+        llm_=FakeToolLLM(calls, reply="Booked."),
+        tools=gated.tools,
+        setup=bind,
+    )
+    assert len(run["users"]) == 1
+    assert looked == ["saturday"]
+    assert booked == [{"day": "saturday", "people": 4}]
+    assert gate.executed_writes == 1
+    [rec] = gate.ledger
+    assert rec.name == "book" and rec.status == "ok" and rec.turn_id == 1
+    assert gate.current_turn is not None
+    assert gate.current_turn.awaiting_confirmation == [("charge_deposit", {"amount": 20})]
+
+
+def test_spoken_yes_no() -> None:
+    assert spoken_yes_no("Yes, please.") is True
+    assert spoken_yes_no("okay") is True
+    assert spoken_yes_no("No, don't.") is False
+    assert spoken_yes_no("What time is it?") is None

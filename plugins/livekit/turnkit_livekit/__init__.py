@@ -1,0 +1,38 @@
+"""turnkit inside LiveKit Agents.
+
+* :func:`turn_detector` — a turnkit end-of-turn detector as LiveKit's turn
+  detector (text protocol for ``semantic-text`` / ``llm-eou``, streaming audio
+  protocol for ``smart-turn`` / ``fused`` / ``silence``);
+* :func:`attach` — per-turn turnkit metrics into the user ``ChatMessage.metrics``,
+  caller transcripts and agent text fed to streaming detectors that read them;
+* :func:`gated_tools` — turnkit ``@tool`` functions as LiveKit function tools
+  behind a :class:`turnkit.drafting.ToolGate`.
+
+Example::
+
+    from turnkit_livekit import attach, turn_detector
+    detector = turn_detector("semantic-text")
+    session = AgentSession(vad=..., stt=..., llm=..., tts=...,
+                           turn_handling={"turn_detection": detector})
+    attach(session, detector)
+"""
+
+from turnkit_livekit.detectors import (
+    TurnkitDetectorStream,
+    TurnkitStreamingDetector,
+    TurnkitTextDetector,
+    turn_detector,
+)
+from turnkit_livekit.session import TurnMetrics, attach
+from turnkit_livekit.tools import GatedTools, gated_tools
+
+__all__ = [
+    "GatedTools",
+    "TurnMetrics",
+    "TurnkitDetectorStream",
+    "TurnkitStreamingDetector",
+    "TurnkitTextDetector",
+    "attach",
+    "gated_tools",
+    "turn_detector",
+]
