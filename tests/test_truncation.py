@@ -206,7 +206,10 @@ def test_cut_one_message_with_note():
     msgs = [SYSTEM, USER, {"role": "assistant", "content": "Certainly, a table for four."}]
     out = truncate_history(msgs, 3)
     assert out[:2] == msgs[:2]
-    assert out[2] == {"role": "assistant", "content": "Certainly, a table [interrupted by the caller]"}
+    assert out[2] == {
+        "role": "assistant",
+        "content": "Certainly, a table [interrupted by the caller]",
+    }
     assert msgs[2]["content"] == "Certainly, a table for four."  # input untouched
     quiet = truncate_history(msgs, 3, TruncationConfig(note=None, mark_key="turnkit"))
     assert quiet[2] == {

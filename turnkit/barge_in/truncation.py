@@ -407,7 +407,8 @@ def reply_span(messages: Sequence[dict[str, Any]]) -> list[int]:
     message after the last user message (a reply streamed as several
     messages, or split around tool calls, is one reply)."""
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    return [i for i in range(last_user + 1, len(messages)) if messages[i].get("role") == "assistant"]
+    after = range(last_user + 1, len(messages))
+    return [i for i in after if messages[i].get("role") == "assistant"]
 
 
 def truncate_history(
