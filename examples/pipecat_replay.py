@@ -1,0 +1,63 @@
+"""Replay a recorded call through a real Pipecat pipeline, offline.
+
+    python examples/pipecat_replay.py recordings/easy-order-status-01 -d silence [--compare]
+
+Caller audio goes in as InputAudioRawFrames and the manifest's words as
+Pipecat transcription frames, into Pipecat's LLMUserAggregator running the
+turnkit strategies; the LLM and TTS are turnkit replay's latency model (no
+transport, no network). Prints one line per caller turn with its response
+latency; --compare also runs `turnkit replay` on the same call and prints
+its number beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from loguru import logger
+from turnkit_pipecat.replay import replay_in_pipecat
+
+from turnkit.replay.recording import RecordingError, find_recordings, load_recording
+from turnkit.replay.simulator import ReplayConfig, replay_call
+
+
+def _ms(v: float | None) -> str:
+    return "missed" if v is None else f"{v:.0f} ms"
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="+", type=Path)
+    ap.add_argument("-d", "--detector", default="fused")
+    ap.add_argument("--compare", action="store_true", help="also run turnkit replay")
+    args = ap.parse_args()
+    logger.remove()  # Pipecat logs every frame at DEBUG
+    logging.basicConfig(level=logging.WARNING)
+    config = ReplayConfig()
+    status = 0
+    for path in find_recordings(args.paths):
+        try:
+            rec = load_recording(path)
+        except RecordingError as exc:
+            print(exc, file=sys.stderr)
+            status = 1
+            continue
+        got = await replay_in_pipecat(rec, args.detector, config)
+        want = await replay_call(rec, args.detector, config) if args.compare else None
+        for i, t in enumerate(got.turns):
+            line = f"{rec.id} turn {t.turn} end {t.end:.3f}s response {_ms(t.response_ms)}"
+            if t.interrupted:
+                line += f" (cut off {t.cutoffs}x)"
+            if want is not None:
+                w = want.turns[i]
+                line += f" | turnkit replay {_ms(w.response_ms)}"
+            print(line)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
