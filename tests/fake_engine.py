@@ -60,11 +60,16 @@ class FakeEngine:
     * ``cutfirst``: headers, then the connection drops before any token;
     * ``stall``: headers, then nothing until the engine stops;
     * ``endless``: a token every 5 ms until the client goes away;
-    * ``tools``: a tool call streamed in three deltas.
+    * ``tools``: a tool call streamed in three deltas;
+    * ``agent``: ``tools`` until the request carries a tool result, then ``ok``
+      (an agent's tool round trip).
+
+    ``bodies`` keeps every request body (parsed JSON), in arrival order.
     """
 
     def __init__(self) -> None:
         self.requests = 0
+        self.bodies: list[dict] = []
         self.disconnects = 0  # endless streams the client closed
         self.stop = threading.Event()
         engine = self
@@ -91,9 +96,14 @@ class FakeEngine:
                 self.wfile.flush()
 
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 engine.requests += 1
+                with contextlib.suppress(ValueError):
+                    engine.bodies.append(json.loads(raw or b"{}"))
                 mode = self.path.strip("/").split("/")[0]
+                if mode == "agent":
+                    msgs = engine.bodies[-1].get("messages", []) if engine.bodies else []
+                    mode = "ok" if any(m.get("role") == "tool" for m in msgs) else "tools"
                 with contextlib.suppress(OSError):
                     self._serve(mode)
                 self.close_connection = True
@@ -104,6 +114,7 @@ class FakeEngine:
                         body = b'{"error": "overloaded"}'
                         self.send_response(503)
                         self.send_header("Content-Length", str(len(body)))
+                        self.send_header("Connection", "close")
                         self.end_headers()
                         self.wfile.write(body)
                         return

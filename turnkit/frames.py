@@ -35,6 +35,7 @@ __all__ = [
     "EndFrame",
     "Frame",
     "InterruptionFrame",
+    "LLMTextFrame",
     "PlaybackMarkFrame",
     "StartFrame",
     "SystemFrame",
@@ -227,6 +228,19 @@ class AgentTextFrame(SystemFrame):
 
     reply_id: int = 0
     text: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class LLMTextFrame(DataFrame):
+    """Reply text released to be spoken, in order. Only text of a confirmed
+    turn is ever released (a draft's tokens are held until then); ``final``
+    marks the end of the reply (its ``text`` may be empty). ``apology`` says
+    the engine failed and this is the fallback line."""
+
+    reply_id: int = 0
+    text: str = ""
+    final: bool = False
+    apology: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

@@ -2,6 +2,12 @@
 draft do only work that can be thrown away."""
 
 from turnkit.drafting.drafter import Draft, DraftParams, DraftStats, EagerDrafter
+from turnkit.drafting.responder import (
+    Responder,
+    ResponderParams,
+    ResponderProcessor,
+    ResponderStats,
+)
 from turnkit.drafting.tools import (
     Confirmed,
     DraftContext,
@@ -21,6 +27,10 @@ __all__ = [
     "DraftParams",
     "DraftStats",
     "EagerDrafter",
+    "Responder",
+    "ResponderParams",
+    "ResponderProcessor",
+    "ResponderStats",
     "Tool",
     "ToolGate",
     "ToolResult",

@@ -1,0 +1,313 @@
+"""The LLM side of a reply (turnkit.drafting.responder): drafts held and
+released, voided drafts closed on the engine, tool calls through the gate,
+engine failures ending in a fresh request or an apology, nothing leaked.
+
+Against the real local engine (llama-server + SmolLM2-135M): held/released
+drafts, cancellation proven by the engine's own counters, the pipeline
+processor. Against :class:`FakeEngine` (named fake: it fails on demand):
+5xx, stalls, mid-stream disconnects, tool round trips; and an in-process
+endless fake for 10,000 cancelled drafts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from engine import running_llama_server
+from fake_engine import FakeEngine, mock_transport
+
+from turnkit.clock import RealClock
+from turnkit.drafting import DraftParams, EagerDrafter, ToolGate, tool
+from turnkit.drafting.responder import Responder, ResponderParams, ResponderProcessor
+from turnkit.frames import (
+    EndFrame,
+    LLMTextFrame,
+    TranscriptFrame,
+    TurnEagerFrame,
+    TurnEndFrame,
+)
+from turnkit.llm.client import ChatClient
+from turnkit.pipeline import CollectSink, Pipeline
+
+ASK = "can i book a table for two at eight tonight"
+
+
+class Out:
+    """Collects what a responder emits."""
+
+    def __init__(self) -> None:
+        self.frames: list[LLMTextFrame] = []
+        self.final = asyncio.Event()
+
+    def __call__(self, frame: LLMTextFrame) -> None:
+        self.frames.append(frame)
+        if frame.final:
+            self.final.set()
+
+    @property
+    def text(self) -> str:
+        return "".join(f.text for f in self.frames)
+
+
+async def until(cond, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout):
+        while not cond():
+            await asyncio.sleep(0.005)
+
+
+def metrics(base_url: str) -> dict[str, float]:
+    text = httpx.get(f"{base_url.removesuffix('/v1')}/metrics", timeout=5).text
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("llamacpp:"):
+            name, _, value = line.partition(" ")
+            out[name.removeprefix("llamacpp:")] = float(value)
+    return out
+
+
+# --------------------------------------------------------------------------
+# The real engine
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[str]:
+    with running_llama_server(metrics=True) as base_url:
+        yield base_url
+
+
+def responder(url: str, out: Out, **kw) -> Responder:  # type: ignore[no-untyped-def]
+    clock = RealClock()
+    return Responder(
+        ChatClient(url, first_token_timeout_s=30),
+        clock,
+        emit=out,
+        drafter=EagerDrafter(clock),
+        params=kw.pop("params", ResponderParams(max_tokens=24, temperature=0.0)),
+        **kw,
+    )
+
+
+async def test_draft_tokens_are_held_then_released_without_a_new_request(engine: str) -> None:
+    out = Out()
+    r = responder(engine, out)
+    await r.on_eager(ASK)
+    await until(lambda: r.stats.ttft_ms or any(q.produced for q in r._drafts.values()))
+    assert out.frames == []  # held: nothing reaches the caller before the turn is confirmed
+    await r.on_end(ASK)
+    await asyncio.wait_for(out.final.wait(), 60)
+    assert out.text.strip()
+    assert r.stats.requests == 1 and r.stats.drafts_used == 1
+    assert r.history[-2] == {"role": "user", "content": ASK}
+    assert r.history[-1] == {"role": "assistant", "content": out.text}
+    await r.aclose()
+    await r.client.aclose()
+
+
+async def test_voided_draft_is_aborted_on_the_engine(engine: str) -> None:
+    out = Out()
+    params = ResponderParams(max_tokens=2000, temperature=0.8)
+    r = responder(engine, out, params=params)
+    await r.on_eager("tell me a very long story about a dragon")
+    await until(lambda: metrics(engine).get("requests_processing", 0) >= 1)
+    r.on_speech()  # the caller went on
+    await until(lambda: metrics(engine).get("requests_processing", 1) == 0)
+    assert r.stats.drafts_cancelled == 1 and out.frames == []
+    await r.idle()
+    # The confirmed turn has other words: a fresh request answers it.
+    r2 = responder(engine, out)
+    await r2.on_end("what time do you open")
+    await asyncio.wait_for(out.final.wait(), 60)
+    assert out.text.strip() and r2.stats.requests == 1
+    for x in (r, r2):
+        await x.aclose()
+        await x.client.aclose()
+
+
+async def test_changed_words_at_confirmation_mean_a_fresh_request(engine: str) -> None:
+    out = Out()
+    r = responder(engine, out)
+    await r.on_eager("a table for two")
+    await until(lambda: r.stats.requests == 1)  # the draft is in flight
+    await r.on_end("a table for two at eight")
+    await asyncio.wait_for(out.final.wait(), 60)
+    assert r.stats.requests == 2
+    assert r.stats.drafts_started == 1 and r.stats.drafts_cancelled == 1
+    assert r.stats.drafts_used == 0
+    await r.aclose()
+    await r.client.aclose()
+
+
+async def test_responder_processor_in_a_pipeline(engine: str) -> None:
+    clock = RealClock()
+    client = ChatClient(engine, first_token_timeout_s=30)
+    proc = ResponderProcessor(
+        lambda emit: Responder(
+            client,
+            clock,
+            emit=emit,
+            drafter=EagerDrafter(clock),
+            params=ResponderParams(max_tokens=16, temperature=0.0),
+        )
+    )
+    sink = CollectSink()
+    pipe = Pipeline([proc, sink])
+    await pipe.start()
+    try:
+        await pipe.queue_frame(TranscriptFrame(text=ASK, is_final=True))
+        await pipe.queue_frame(TurnEagerFrame())
+        await pipe.queue_frame(TurnEndFrame())
+        await until(lambda: any(isinstance(f, LLMTextFrame) and f.final for f in sink.frames))
+        await pipe.queue_frame(EndFrame())
+        await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+        await client.aclose()
+    texts = [f for f in sink.frames if isinstance(f, LLMTextFrame)]
+    assert "".join(f.text for f in texts).strip()
+    assert texts[-1].final and sum(f.final for f in texts) == 1
+    assert proc.responder.stats.requests == 1 and proc.responder.stats.drafts_used == 1
+    assert proc.responder.pending_tasks == 0
+
+
+# --------------------------------------------------------------------------
+# Fake engine: failures on demand, tool round trips
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeEngine]:
+    eng = FakeEngine()
+    yield eng
+    eng.close()
+
+
+def fake_responder(url: str, out: Out, **kw) -> Responder:  # type: ignore[no-untyped-def]
+    clock = RealClock()
+    client = ChatClient(url, first_token_timeout_s=kw.pop("first_token_timeout_s", 5.0))
+    return Responder(client, clock, emit=out, drafter=EagerDrafter(clock), **kw)
+
+
+async def test_fake_5xx_on_the_confirmed_reply_is_retried_fresh(fake: FakeEngine) -> None:
+    out = Out()
+    r = fake_responder(fake.url("fail1"), out)
+    await r.on_end(ASK)
+    await asyncio.wait_for(out.final.wait(), 10)
+    assert out.text == "Hello!" and r.stats.engine_errors == 1 and r.stats.requests == 2
+    assert not any(f.apology for f in out.frames)
+    await r.client.aclose()
+
+
+async def test_fake_engine_down_ends_in_the_apology_line(fake: FakeEngine) -> None:
+    out = Out()
+    r = fake_responder(fake.url("fail100"), out, params=ResponderParams(retries=2))
+    await r.on_end(ASK)
+    await asyncio.wait_for(out.final.wait(), 10)
+    assert out.text == ResponderParams().apology and out.frames[0].apology
+    assert r.stats.requests == 3 and r.stats.apologies == 1
+    await r.client.aclose()
+
+
+async def test_fake_stall_times_out_into_the_apology(fake: FakeEngine) -> None:
+    out = Out()
+    r = fake_responder(
+        fake.url("stall"), out, first_token_timeout_s=0.3, params=ResponderParams(retries=0)
+    )
+    await r.on_end(ASK)
+    await asyncio.wait_for(out.final.wait(), 10)  # nothing hangs
+    assert out.frames[-2].apology and r.stats.engine_errors == 1
+    await r.client.aclose()
+
+
+async def test_fake_mid_stream_disconnect_keeps_what_was_said_then_apologises(
+    fake: FakeEngine,
+) -> None:
+    out = Out()
+    r = fake_responder(fake.url("cut"), out)
+    await r.on_end(ASK)
+    await asyncio.wait_for(out.final.wait(), 10)
+    # Text already out is never re-asked (it may have been spoken): apology.
+    assert out.text.startswith("ab") and out.frames[-2].apology
+    assert r.stats.requests == 1
+    await r.client.aclose()
+
+
+async def test_fake_failed_draft_means_a_fresh_request_at_confirmation(fake: FakeEngine) -> None:
+    out = Out()
+    r = fake_responder(fake.url("fail1"), out)
+    await r.on_eager(ASK)
+    await until(lambda: fake.requests == 1 and r.stats.engine_errors == 1)
+    await r.on_end(ASK)  # same words, but the draft failed
+    await asyncio.wait_for(out.final.wait(), 10)
+    assert out.text == "Hello!" and r.stats.requests == 2 and r.stats.drafts_used == 0
+    await r.client.aclose()
+
+
+def booking_gate(executed: list[dict]) -> ToolGate:
+    @tool(effect="write", timeout_s=2)
+    async def book(party: int) -> str:
+        executed.append({"party": party})
+        return f"booked for {party}"
+
+    return ToolGate([book], RealClock(), session_id="call-1")
+
+
+async def test_fake_write_in_a_draft_waits_for_the_confirmed_turn(fake: FakeEngine) -> None:
+    executed: list[dict] = []
+    out = Out()
+    r = fake_responder(fake.url("agent"), out, gate=booking_gate(executed))
+    await r.on_eager(ASK)
+    # The draft asked for the booking and got "not done yet"; it runs nothing.
+    await until(lambda: fake.requests >= 2)
+    assert executed == []
+    tool_msgs = [m for m in fake.bodies[1]["messages"] if m["role"] == "tool"]
+    assert "Not done yet" in tool_msgs[0]["content"]
+    await r.on_end(ASK)
+    await asyncio.wait_for(out.final.wait(), 10)
+    await r.gate.wait_writes(r.gate.current_turn)  # type: ignore[union-attr, arg-type]
+    assert executed == [{"party": 2}]  # exactly once, after confirmation
+    assert fake.bodies[0]["tools"][0]["function"]["name"] == "book"
+    await r.client.aclose()
+
+
+async def test_fake_write_of_a_voided_draft_never_runs(fake: FakeEngine) -> None:
+    executed: list[dict] = []
+    out = Out()
+    r = fake_responder(fake.url("agent"), out, gate=booking_gate(executed))
+    await r.on_eager(ASK)
+    await until(lambda: fake.requests >= 2)
+    r.on_speech()
+    await r.idle()
+    await r.on_end("actually make it four people")  # the real turn: fresh request
+    await asyncio.wait_for(out.final.wait(), 10)
+    await r.gate.wait_writes(r.gate.current_turn)  # type: ignore[union-attr, arg-type]
+    # The voided draft's booking never ran; the confirmed turn's ran once.
+    assert executed == [{"party": 2}]
+    assert r.gate.ledger and len(r.gate.ledger) == 1  # type: ignore[union-attr]
+    await r.client.aclose()
+
+
+async def test_ten_thousand_cancelled_drafts_leak_no_tasks() -> None:
+    stats = {"opened": 0, "closed": 0}
+    client = ChatClient("http://fake.invalid/v1", transport=mock_transport(stats))
+    clock = RealClock()
+    r = Responder(
+        client,
+        clock,
+        emit=lambda f: None,
+        drafter=EagerDrafter(clock, DraftParams(max_drafts=10**6, max_speech_s=1e9)),
+    )
+    before = len(asyncio.all_tasks())
+    for i in range(10_000):
+        await r.on_eager(f"draft number {i}")
+        opened = i + 1
+        while stats["opened"] < opened:  # the request really went out
+            await asyncio.sleep(0)
+        r.on_speech()
+    await r.idle()
+    await client.aclose()
+    assert r.stats.drafts_started == r.stats.drafts_cancelled == 10_000
+    assert stats["opened"] == stats["closed"] == 10_000
+    assert r.pending_tasks == 0
+    assert len(asyncio.all_tasks()) == before

@@ -1,0 +1,441 @@
+"""The LLM side of a reply: which request's tokens reach the caller, and when.
+
+:class:`Responder` turns turn signals into streamed LLM replies, with eager
+drafting, discard-only tool gating and filler lines. It decides on the
+evidence of the turn signals (eager / caller went on / confirmed end /
+barge-in), the transcript, the engine's stream (tokens, tool calls, errors)
+and the tool gate's answers:
+
+* **Eager** (``on_eager``): the :class:`~turnkit.drafting.drafter.EagerDrafter`
+  may allow a draft; its request starts now with a
+  :class:`~turnkit.drafting.tools.DraftContext`, and its tokens are *held*
+  (queued, not emitted). Read tools run inside it; writes are deferred.
+* **The caller goes on** (``on_speech``, or ``on_transcript`` with other
+  words): the drafter voids the draft; its stream is closed (the engine
+  aborts the request) and the gate discards it (none of its writes ever run).
+* **Confirmed end** (``on_end``): the draft is *released* if it answers the
+  same normalised words (held tokens go out at once, the rest as it streams;
+  its deferred writes start, its reads are reused), else a fresh request
+  starts. A reply still playing from the previous turn is superseded.
+* **Barge-in** (``on_interrupted``): the live reply's stream is closed, its
+  in-flight reads cancelled, and no more text is emitted; a running write
+  finishes (the gate shields it).
+* **Engine failure**: a failed draft is dropped quietly (the confirmed turn
+  makes a fresh request); a confirmed reply that fails before any of its
+  text went out is retried up to ``retries`` times as a fresh request, and
+  otherwise — or once text has gone out — ends with the ``apology`` line.
+  Every path ends the reply with a ``final`` event: nothing hangs.
+* **Tools**: the engine's tool calls go through the gate; in a released
+  reply a slow tool gets a filler line (:class:`~turnkit.fillers.FillerScheduler`),
+  and the tool results go back to the engine for the next round (at most
+  ``max_tool_rounds``).
+
+Output goes to ``emit`` as :class:`~turnkit.frames.LLMTextFrame` events, in
+order, for one reply at a time. ``history`` holds the conversation as OpenAI
+chat messages (the system prompt first): the caller's words on a confirmed
+turn, tool rounds, and the agent's reply as far as it was emitted (the
+playback-aware truncation of ``turnkit.barge_in`` cuts it to what was heard).
+
+The host — :class:`ResponderProcessor` in turnkit's pipeline, or a Pipecat /
+LiveKit plugin — only forwards signals. Example::
+
+    responder = Responder(ChatClient(url), clock, emit=speak,
+                          drafter=EagerDrafter(clock), gate=ToolGate(tools, clock))
+    await responder.on_eager("a table for two at eight")   # draft starts, held
+    await responder.on_end("a table for two at eight")     # released: no new request
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnkit.clock import Clock
+from turnkit.drafting.drafter import Draft, EagerDrafter
+from turnkit.drafting.tools import DraftContext, ToolGate, Turn
+from turnkit.fillers.scheduler import FillerScheduler
+from turnkit.frames import (
+    CancelFrame,
+    EndFrame,
+    Frame,
+    InterruptionFrame,
+    LLMTextFrame,
+    TranscriptFrame,
+    TurnEagerFrame,
+    TurnEndFrame,
+    TurnResumedFrame,
+    VADSpeechStartedFrame,
+)
+from turnkit.llm.client import ChatClient, LLMError
+from turnkit.pipeline import FrameDirection, FrameProcessor
+
+__all__ = ["Responder", "ResponderParams", "ResponderProcessor", "ResponderStats"]
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[LLMTextFrame], Awaitable[None] | None]
+
+
+class ResponderParams(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_tokens: int = Field(256, ge=1)
+    temperature: float | None = 0.7
+    max_tool_rounds: int = Field(4, ge=0, description="engine round trips for tool results")
+    retries: int = Field(1, ge=0, description="fresh requests after an engine error")
+    apology: str = "Sorry, I'm having trouble right now. Could you say that again?"
+
+
+@dataclass(slots=True)
+class ResponderStats:
+    turns: int = 0
+    requests: int = 0  # HTTP streams opened: drafts, fresh, tool rounds, retries
+    drafts_started: int = 0
+    drafts_used: int = 0
+    drafts_cancelled: int = 0
+    engine_errors: int = 0
+    apologies: int = 0
+    interrupted: int = 0
+    ttft_ms: list[float] = field(default_factory=list)
+
+
+class _Request:
+    """One reply being generated: a draft (held) or a released reply."""
+
+    def __init__(self, reply_id: int, turn_id: int, text: str, ctx: DraftContext | Turn | None):
+        self.reply_id = reply_id
+        self.turn_id = turn_id
+        self.text = text
+        self.ctx = ctx
+        self.draft: Draft | None = None
+        self.released = asyncio.Event()
+        self.out: asyncio.Queue[LLMTextFrame] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+        self.pump: asyncio.Task[None] | None = None
+        self.failed: str | None = None
+        self.emitted: list[str] = []
+        self.produced = False  # some text of it is queued or out
+        self.messages: list[dict[str, Any]] = []  # this reply's own messages (tool rounds)
+        self.done = False
+
+
+class Responder:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        client: ChatClient,
+        clock: Clock,
+        *,
+        emit: Emit,
+        system_prompt: str = "You are a helpful phone agent. Answer in short spoken sentences.",
+        drafter: EagerDrafter | None = None,
+        gate: ToolGate | None = None,
+        fillers: FillerScheduler | None = None,
+        params: ResponderParams | None = None,
+    ) -> None:
+        self.client = client
+        self.clock = clock
+        self.emit = emit
+        self.drafter = drafter
+        self.gate = gate
+        self.fillers = fillers
+        self.params = params or ResponderParams()
+        self.history: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+        self.stats = ResponderStats()
+        self._turn_id = 0
+        self._reply_ids = 0
+        self._drafts: dict[int, _Request] = {}  # drafter draft id -> request
+        self._live: _Request | None = None  # the released reply
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- evidence --------------------------------------------------------------
+
+    async def on_eager(self, text: str) -> None:
+        """The caller is probably done: maybe start a held draft."""
+        if self.drafter is None:
+            return
+        self._reap()
+        draft = self.drafter.on_eager(text)
+        self._reap()  # a superseded draft
+        if draft is None:
+            return
+        self.stats.drafts_started += 1
+        turn_id = self._turn_id + 1
+        ctx = self.gate.start_draft(turn_id, draft.id) if self.gate is not None else None
+        req = self._new_request(turn_id, text, ctx)
+        req.draft = draft
+        self._drafts[draft.id] = req
+        self._start(req)
+
+    def on_speech(self) -> None:
+        """The caller speaks (again): a draft is void."""
+        if self.drafter is not None:
+            self.drafter.on_speech()
+            self._reap()
+
+    def on_transcript(self, text: str) -> None:
+        """New words: a draft for other words is void."""
+        if self.drafter is not None:
+            self.drafter.on_transcript(text)
+            self._reap()
+
+    async def on_end(self, text: str) -> int:
+        """The turn is confirmed: release the matching draft or start a fresh
+        request. Returns the reply id whose text will be emitted."""
+        self._supersede()
+        self._turn_id += 1
+        self.stats.turns += 1
+        self.history.append({"role": "user", "content": text})
+        req: _Request | None = None
+        if self.drafter is not None:
+            action, draft = self.drafter.on_end(text)
+            if action == "use" and draft is not None:
+                req = self._drafts.pop(draft.id, None)
+                if req is not None and (req.failed is not None or req.turn_id != self._turn_id):
+                    self._discard(req)
+                    req = None
+            self._reap()
+        if req is not None:
+            self.stats.drafts_used += 1
+            if self.gate is not None and isinstance(req.ctx, DraftContext):
+                self.gate.confirm_draft(req.ctx)
+        else:
+            ctx = self.gate.begin_turn(self._turn_id) if self.gate is not None else None
+            req = self._new_request(self._turn_id, text, ctx)
+            self._start(req)
+        self._release(req)
+        return req.reply_id
+
+    def on_interrupted(self) -> None:
+        """Barge-in: the live reply stops here."""
+        req, self._live = self._live, None
+        if req is None or req.done:
+            return
+        self.stats.interrupted += 1
+        self._finish_history(req, interrupted=True)
+        if self.gate is not None and isinstance(req.ctx, DraftContext | Turn):
+            turn = req.ctx.turn if isinstance(req.ctx, DraftContext) else req.ctx
+            if turn is not None:
+                self.gate.interrupt(turn)
+        if self.fillers is not None:
+            self.fillers.interrupt()
+        self._cancel(req)
+
+    async def idle(self) -> None:
+        """Wait until every request and output pump has finished."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+    async def aclose(self) -> None:
+        """Cancel everything (end of call) and wait for it to unwind."""
+        for req in list(self._drafts.values()):
+            self._discard(req)
+        self._drafts.clear()
+        if self._live is not None:
+            self._cancel(self._live)
+            self._live = None
+        await self.idle()
+
+    @property
+    def pending_tasks(self) -> int:
+        return len(self._tasks)
+
+    # -- requests ----------------------------------------------------------------
+
+    def _new_request(self, turn_id: int, text: str, ctx: DraftContext | Turn | None) -> _Request:
+        self._reply_ids += 1
+        return _Request(self._reply_ids, turn_id, text, ctx)
+
+    def _spawn(self, coro: Awaitable[None], name: str) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _start(self, req: _Request) -> None:
+        req.task = self._spawn(self._generate(req), f"reply-{req.reply_id}")
+
+    def _release(self, req: _Request) -> None:
+        self._live = req
+        req.released.set()
+        req.pump = self._spawn(self._pump(req), f"pump-{req.reply_id}")
+
+    def _reap(self) -> None:
+        """Close the requests of drafts the drafter has voided."""
+        for draft_id, req in list(self._drafts.items()):
+            if req.draft is not None and req.draft.state == "cancelled":
+                del self._drafts[draft_id]
+                self._discard(req)
+
+    def _discard(self, req: _Request) -> None:
+        self.stats.drafts_cancelled += 1
+        if self.gate is not None and isinstance(req.ctx, DraftContext):
+            self.gate.discard_draft(req.ctx)
+        self._cancel(req)
+
+    def _cancel(self, req: _Request) -> None:
+        req.done = True
+        for task in (req.task, req.pump):
+            if task is not None and not task.done():
+                task.cancel()
+
+    def _supersede(self) -> None:
+        req, self._live = self._live, None
+        if req is not None and not req.done:
+            self._finish_history(req, interrupted=True)
+            self._cancel(req)
+
+    def _messages(self, req: _Request) -> list[dict[str, Any]]:
+        if req.released.is_set():
+            # history already holds this turn's user message
+            return [*self.history, *req.messages]
+        return [*self.history, {"role": "user", "content": req.text}, *req.messages]
+
+    async def _generate(self, req: _Request) -> None:
+        """Stream the reply (and its tool rounds) into ``req.out``."""
+        attempts = 0
+        rounds = 0
+        while True:
+            try:
+                tool_calls = await self._stream_once(req)
+            except LLMError as exc:
+                self.stats.engine_errors += 1
+                log.warning("reply %d: engine error: %s", req.reply_id, exc)
+                if not req.released.is_set():
+                    req.failed = str(exc)  # a draft: the confirmed turn asks afresh
+                    return
+                if not req.produced and not req.messages and attempts < self.params.retries:
+                    attempts += 1
+                    continue
+                self.stats.apologies += 1
+                apology = LLMTextFrame(
+                    at=self.clock.now(), reply_id=req.reply_id, text=self.params.apology
+                )
+                apology.apology = True
+                await req.out.put(apology)
+                break
+            if not tool_calls or rounds >= self.params.max_tool_rounds:
+                break
+            rounds += 1
+            await self._run_tools(req, tool_calls)
+        await req.out.put(LLMTextFrame(at=self.clock.now(), reply_id=req.reply_id, final=True))
+
+    async def _stream_once(self, req: _Request) -> list[Any]:
+        tools = self.gate.specs() if self.gate is not None and self.gate.tools else None
+        self.stats.requests += 1
+        stream = self.client.stream(
+            self._messages(req),
+            max_tokens=self.params.max_tokens,
+            temperature=self.params.temperature,
+            tools=tools,
+        )
+        async with stream:  # leaving (also by cancellation) closes it: the engine aborts
+            async for delta in stream:
+                req.produced = True
+                await req.out.put(
+                    LLMTextFrame(at=self.clock.now(), reply_id=req.reply_id, text=delta)
+                )
+        if stream.ttft_ms is not None:
+            self.stats.ttft_ms.append(stream.ttft_ms)
+        return list(stream.tool_calls)
+
+    async def _run_tools(self, req: _Request, calls: list[Any]) -> None:
+        assert self.gate is not None and req.ctx is not None
+        req.messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    }
+                    for c in calls
+                ],
+            }
+        )
+        for c in calls:
+            try:
+                args = json.loads(c.arguments or "{}")
+                if not isinstance(args, dict):
+                    raise ValueError("arguments are not an object")
+            except ValueError as exc:
+                content = f"Invalid arguments for {c.name}: {exc}"
+            else:
+                guard = None
+                if self.fillers is not None and req.released.is_set():
+                    guard = self.fillers.start(c.name)
+                try:
+                    result = await self.gate.call(req.ctx, c.name, args)
+                finally:
+                    if guard is not None:
+                        guard.stop()
+                content = result.for_llm()
+            req.messages.append({"role": "tool", "tool_call_id": c.id, "content": content})
+
+    async def _pump(self, req: _Request) -> None:
+        """Emit a released reply's text in order: held tokens at once, then
+        the rest as it comes."""
+        while True:
+            frame = await req.out.get()
+            if frame.text:
+                req.emitted.append(frame.text)
+            if frame.final:
+                req.done = True
+                if self._live is req:
+                    self._live = None
+                    self._finish_history(req, interrupted=False)
+            out = self.emit(frame)
+            if inspect.isawaitable(out):
+                await out
+            if frame.final:
+                return
+
+    def _finish_history(self, req: _Request, *, interrupted: bool) -> None:
+        """The reply's tool rounds and the text emitted go into the history."""
+        self.history.extend(m for m in req.messages)
+        text = "".join(req.emitted)
+        if text or not interrupted:
+            self.history.append({"role": "assistant", "content": text})
+
+
+
+class ResponderProcessor(FrameProcessor):
+    """Hosts a :class:`Responder` in turnkit's pipeline: turn signals,
+    transcripts, VAD starts and interruptions in; :class:`LLMTextFrame` out
+    (downstream, towards the TTS)."""
+
+    def __init__(self, responder_factory: Callable[[Emit], Responder]) -> None:
+        super().__init__("Responder")
+        self.responder = responder_factory(self._emit)
+        self.transcript = ""
+
+    async def _emit(self, frame: LLMTextFrame) -> None:
+        await self.push_frame(frame)
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        r = self.responder
+        if isinstance(frame, TranscriptFrame):
+            self.transcript = frame.text
+            r.on_transcript(frame.text)
+        elif isinstance(frame, TurnEagerFrame):
+            await r.on_eager(self.transcript)
+        elif isinstance(frame, TurnResumedFrame | VADSpeechStartedFrame):
+            r.on_speech()
+        elif isinstance(frame, TurnEndFrame):
+            await r.on_end(self.transcript)
+        elif isinstance(frame, InterruptionFrame):
+            r.on_interrupted()
+        elif isinstance(frame, EndFrame | CancelFrame):
+            await r.aclose()
+        await self.push_frame(frame, direction)
