@@ -145,8 +145,11 @@ class FakeEngine:
                     except OSError:
                         engine.disconnects += 1
                 elif mode == "tools":
+                    # The first tool the request offers (else "book"), {"party": 2}.
+                    offered = engine.bodies[-1].get("tools") if engine.bodies else None
+                    name = offered[0]["function"]["name"] if offered else "book"
                     calls = [
-                        {"index": 0, "id": "call_1", "function": {"name": "book", "arguments": ""}},
+                        {"index": 0, "id": "call_1", "function": {"name": name, "arguments": ""}},
                         {"index": 0, "function": {"arguments": '{"party": '}},
                         {"index": 0, "function": {"arguments": "2}"}},
                     ]

@@ -12,7 +12,9 @@ endless fake for 10,000 cancelled drafts.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -22,7 +24,9 @@ from fake_engine import FakeEngine, mock_transport
 from turnkit.clock import RealClock
 from turnkit.drafting import DraftParams, EagerDrafter, ToolGate, tool
 from turnkit.drafting.responder import Responder, ResponderParams, ResponderProcessor
+from turnkit.fillers import FillerBank, FillerScheduler
 from turnkit.frames import (
+    AudioOutFrame,
     EndFrame,
     LLMTextFrame,
     TranscriptFrame,
@@ -31,6 +35,7 @@ from turnkit.frames import (
 )
 from turnkit.llm.client import ChatClient
 from turnkit.pipeline import CollectSink, Pipeline
+from turnkit.tts import EspeakTTS
 
 ASK = "can i book a table for two at eight tonight"
 
@@ -311,3 +316,48 @@ async def test_ten_thousand_cancelled_drafts_leak_no_tasks() -> None:
     assert stats["opened"] == stats["closed"] == 10_000
     assert r.pending_tasks == 0
     assert len(asyncio.all_tasks()) == before
+
+
+async def test_fake_slow_read_in_a_confirmed_reply_gets_a_filler(
+    fake: FakeEngine, tmp_path: Path
+) -> None:
+    if not EspeakTTS.available():
+        if os.environ.get("TURNKIT_REQUIRE_TTS") == "1":
+            pytest.fail("TURNKIT_REQUIRE_TTS=1 but espeak-ng is not installed", pytrace=False)
+        pytest.skip("espeak-ng is not installed")
+    clock = RealClock()
+
+    @tool(effect="read", timeout_s=5)
+    async def find_table(party: int) -> str:
+        await asyncio.sleep(0.8)
+        return f"a table for {party} at 20:00"
+
+    line = ("One moment, let me check that.", "Let me look that up.")
+    bank = FillerBank(line, EspeakTTS("en-us"), 16000, cache_dir=tmp_path)
+    await bank.prerender()
+    audio: list[AudioOutFrame] = []
+    fillers = FillerScheduler(bank, clock, sink=audio.append, threshold_s=0.3)
+    out = Out()
+    r = Responder(
+        ChatClient(fake.url("agent"), first_token_timeout_s=5),
+        clock,
+        emit=out,
+        drafter=EagerDrafter(clock),
+        gate=ToolGate([find_table], clock),
+        fillers=fillers,
+    )
+    # In a draft the read runs silently: no filler for a reply nobody hears yet.
+    await r.on_eager("a table for two")
+    await until(lambda: fake.requests >= 2)
+    assert audio == [] and not fillers.records
+    r.on_speech()
+    await r.idle()
+    # Confirmed: the slow read gets a filler at its threshold, then the answer.
+    await r.on_end("a table for two please")
+    await asyncio.wait_for(out.final.wait(), 10)
+    await fillers.idle()
+    (rec,) = fillers.records
+    assert rec.tool == "find_table"
+    assert rec.ack_latency_s is not None and rec.ack_latency_s < rec.answer_latency_s  # type: ignore[operator]
+    assert audio and out.text == "Hello!"
+    await r.client.aclose()
