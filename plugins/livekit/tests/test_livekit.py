@@ -300,3 +300,24 @@ def test_spoken_yes_no() -> None:
     assert spoken_yes_no("okay") is True
     assert spoken_yes_no("No, don't.") is False
     assert spoken_yes_no("What time is it?") is None
+
+
+async def test_session_with_real_llm_on_llama_server() -> None:
+    """The example's setup end to end with a real OpenAI-compatible engine
+    (llama-server + SmolLM2 via livekit-plugins-openai with base_url): the
+    turnkit-decided turn gets a real streamed reply that is played."""
+    from engine import EngineMissing, require_engine, running_llama_server
+    from livekit.plugins import openai
+
+    try:
+        require_engine()
+    except EngineMissing as exc:
+        if os.environ.get("TURNKIT_REQUIRE_ENGINE") == "1":
+            raise
+        pytest.skip(str(exc))
+    with running_llama_server() as base_url:
+        real = openai.LLM(base_url=base_url, api_key="not-needed", model="smollm2")
+        run = await run_session(turn_detector("semantic-text"), llm_=real, end_s=9.0)
+    assert len(run["users"]) == 1
+    played = [s for s in run["out"].segments if s["duration"] > 0]
+    assert played, "the engine's reply was not spoken"
