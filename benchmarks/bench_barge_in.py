@@ -1,0 +1,124 @@
+"""Barge-in filters on the replay corpus: one run with and one without the
+echo + acknowledgement filters (detectors ``silence`` and ``fused``), then
+the per-frame cost of the filters against Silero VAD per frame, and the
+WebRTC APM echo canceller (livekit's rtc.AudioProcessingModule, if
+installed) as a reference for the echo filter's cost and echo reduction.
+
+    python benchmarks/bench_barge_in.py [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+from common import ROOT, best_of
+
+from turnkit.audio.vad import SileroVAD
+from turnkit.audio.wav import read_wav
+from turnkit.barge_in.echo import EchoFilter, align_reference
+from turnkit.replay.metrics import aggregate
+from turnkit.replay.recording import find_recordings
+from turnkit.replay.simulator import CallFailure, ReplayConfig, replay_many
+
+SR = 16000
+N = 512
+
+
+def _run(filters: bool, workers: int) -> dict[str, dict]:
+    paths = find_recordings([ROOT / "recordings"])
+    scores: dict[str, list] = {"silence": [], "fused": []}
+    for _, res in replay_many(paths, list(scores), ReplayConfig(filters=filters), workers):
+        if isinstance(res, CallFailure):
+            raise SystemExit(res.error)
+        for spec, s in zip(scores, res, strict=True):
+            scores[spec].append(s)
+    return {spec: aggregate(spec, calls) for spec, calls in scores.items()}
+
+
+def _echo_db(call: str) -> tuple[float, float, float | None, float, float | None]:
+    """Per-frame µs of EchoFilter, Silero, APM; echo-only level drop (dB) of
+    EchoFilter and APM over the call's echo events minus other sounds."""
+    folder = ROOT / "recordings" / call
+    c = read_wav(folder / "caller.wav", SR)
+    a = align_reference(read_wav(folder / "agent.wav", SR), SR, len(c))
+    ev = json.loads((folder / "call.json").read_text())["events"]
+    mask = np.zeros(len(c), bool)
+    for e in ev:
+        if e["type"] == "echo":
+            mask[int(e["start"] * SR) : int(e["end"] * SR)] = True
+    for e in ev:
+        if e["type"] in ("caller_turn", "backchannel", "noise"):
+            mask[int(e["start"] * SR) : int(e["end"] * SR)] = False
+    n = (len(c) // N) * N
+    out = np.zeros(n, np.float32)
+
+    def echo_run() -> None:
+        f = EchoFilter()
+        f.set_reference(a)
+        for i in range(0, n, N):
+            out[i : i + N] = f.process(c[i : i + N], i / SR).audio
+
+    t_echo = best_of(echo_run, 2) / (n // N) * 1e6
+    vad = SileroVAD()
+    t_vad = best_of(lambda: [vad(c[i : i + N]) for i in range(0, n, N)], 2) / (n // N) * 1e6
+
+    def drop(x: np.ndarray) -> float:
+        m = mask[:n]
+        return 10 * np.log10(np.mean(c[:n][m] ** 2) / (np.mean(x[m] ** 2) + 1e-20))
+
+    d_echo = drop(out)
+    t_apm = d_apm = None
+    try:
+        from livekit import rtc  # a comparison only: turnkit itself never imports it
+
+        apm_out = np.zeros(n, np.float32)
+
+        def apm_run() -> None:
+            apm = rtc.AudioProcessingModule(echo_cancellation=True, high_pass_filter=True)
+            for i in range(0, n - 159, 160):
+                r = rtc.AudioFrame((a[i : i + 160] * 32767).astype(np.int16).tobytes(), SR, 1, 160)
+                apm.process_reverse_stream(r)
+                f = rtc.AudioFrame((c[i : i + 160] * 32767).astype(np.int16).tobytes(), SR, 1, 160)
+                apm.process_stream(f)
+                apm_out[i : i + 160] = np.frombuffer(bytes(f.data), np.int16) / 32767
+
+        t_apm = best_of(apm_run, 1) / (n // N) * 1e6
+        d_apm = drop(apm_out)
+    except ImportError:
+        pass
+    return t_echo, t_vad, t_apm, d_echo, d_apm
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    runs = {"no filters": _run(False, args.workers), "filters": _run(True, args.workers)}
+    print(f"{'run':11} {'detector':8} {'false bc':>9} {'echo':>9} {'noise':>9} "
+          f"{'recall':>8} {'stop p50':>9} {'stop p95':>9} {'missed':>7}")
+    for name, res in runs.items():
+        for spec, r in res.items():
+            c = r["false_barge_in_counts"]
+            cell = {k: f"{c[k]['stopped']}/{c[k]['events']}" for k in c}
+            rec = r["barge_in_recall"]
+            rec_s = "—" if rec is None else f"{rec * 100:.0f}% ({r['barge_in_count']})"
+            sm = r["barge_in_stop_ms"]
+            print(f"{name:11} {spec:8} {cell['backchannel']:>9} {cell['echo']:>9} "
+                  f"{cell['noise']:>9} {rec_s:>8} {sm['p50'] or 0:>7.0f}ms {sm['p95'] or 0:>7.0f}ms "
+                  f"{r['missed_rate'] * 100:>6.1f}%")
+    print()
+    print("echo filter per 32 ms frame vs Silero VAD per frame (baseline, same run):")
+    for call in ("travel-hard-09", "bargein-friday-05"):
+        t_echo, t_vad, t_apm, d_echo, d_apm = _echo_db(call)
+        apm = "" if t_apm is None else (
+            f"; WebRTC APM (livekit rtc) {t_apm:.0f} us = {t_apm / t_vad:.2f}x, "
+            f"echo-only level -{d_apm:.1f} dB"
+        )
+        print(f"  {call}: EchoFilter {t_echo:.0f} us vs Silero {t_vad:.0f} us = "
+              f"{t_echo / t_vad:.2f}x, echo-only level -{d_echo:.1f} dB{apm}")
+
+
+if __name__ == "__main__":
+    main()
