@@ -321,3 +321,28 @@ async def test_session_with_real_llm_on_llama_server() -> None:
     assert len(run["users"]) == 1
     played = [s for s in run["out"].segments if s["duration"] > 0]
     assert played, "the engine's reply was not spoken"
+
+
+async def test_recorder_round_trip(tmp_path: Path) -> None:
+    """A recorded LiveKit session loads as turnkit.recording/v1 and replays."""
+    from turnkit.replay.recording import load_recording
+    from turnkit_livekit.recorder import record_session
+
+    folder = tmp_path / "lk-call"
+    det = turn_detector("semantic-text")
+    await run_session(det, setup=lambda s: record_session(s, folder))
+    rec = load_recording(folder, check_audio=True)
+    turns = rec.caller_turns
+    assert len(turns) == 1
+    assert "saturday" in turns[0].text.lower()
+    assert turns[0].start < 1.6 and turns[0].end > 4.3  # the caller's speech, by the VAD
+    assert len(rec.agent_turns) == 1
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-m", "turnkit.cli", "replay", str(folder), "--detector", "silence"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -6,7 +6,8 @@
 * :func:`attach` — per-turn turnkit metrics into the user ``ChatMessage.metrics``,
   caller transcripts and agent text fed to streaming detectors that read them;
 * :func:`gated_tools` — turnkit ``@tool`` functions as LiveKit function tools
-  behind a :class:`turnkit.drafting.ToolGate`.
+  behind a :class:`turnkit.drafting.ToolGate`;
+* :func:`record_session` — the call as ``turnkit.recording/v1`` for ``turnkit replay``.
 
 Example::
 
@@ -23,6 +24,7 @@ from turnkit_livekit.detectors import (
     TurnkitTextDetector,
     turn_detector,
 )
+from turnkit_livekit.recorder import record_session
 from turnkit_livekit.session import TurnMetrics, attach
 from turnkit_livekit.tools import GatedTools, gated_tools
 
@@ -34,5 +36,6 @@ __all__ = [
     "TurnkitTextDetector",
     "attach",
     "gated_tools",
+    "record_session",
     "turn_detector",
 ]

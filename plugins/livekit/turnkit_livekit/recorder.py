@@ -1,0 +1,128 @@
+"""Record a LiveKit call as ``turnkit.recording/v1`` (to replay and A/B offline).
+
+:func:`record_session` wraps the session's current audio input and output
+(so call it after ``session.start``, once LiveKit has set up its I/O) and
+feeds turnkit's framework-free :class:`~turnkit.replay.recorder.CallRecorder`
+from what the session sees: every caller frame as it arrives, every agent
+frame as it is handed to the speaker (``clear_buffer`` = interrupted), the
+user's speaking state (LiveKit's VAD edges), final transcripts, the agent's
+text, and each committed user turn (with its ``ChatMessage.metrics``) as a
+live turn event. The folder is written when the session closes.
+
+Example::
+
+    await session.start(agent, room=ctx.room)
+    record_session(session, Path("calls") / ctx.room.name)
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from livekit import rtc
+from livekit.agents import AgentSession, llm
+from livekit.agents.voice.io import AudioInput, AudioOutput
+
+from turnkit.clock import RealClock
+from turnkit.replay.recorder import CallRecorder
+
+__all__ = ["record_session"]
+
+log = logging.getLogger(__name__)
+
+
+def _mono(frame: rtc.AudioFrame) -> np.ndarray:
+    pcm = np.frombuffer(frame.data, dtype=np.int16)
+    return pcm.reshape(-1, frame.num_channels)[:, 0] if frame.num_channels > 1 else pcm
+
+
+class _RecordingInput(AudioInput):
+    def __init__(self, source: AudioInput, rec: CallRecorder) -> None:
+        super().__init__(label="turnkit-recorder", source=source)
+        self._rec = rec
+
+    async def __anext__(self) -> rtc.AudioFrame:
+        frame = await super().__anext__()
+        if not self._rec.finished:
+            self._rec.caller_audio(_mono(frame), frame.sample_rate)
+        return frame
+
+
+class _RecordingOutput(AudioOutput):
+    def __init__(self, sink: AudioOutput, rec: CallRecorder) -> None:
+        super().__init__(
+            label="turnkit-recorder",
+            capabilities=sink._capabilities,
+            next_in_chain=sink,
+            sample_rate=sink.sample_rate,
+        )
+        self._rec = rec
+
+    async def capture_frame(self, frame: rtc.AudioFrame) -> None:
+        await super().capture_frame(frame)
+        if not self._rec.finished:
+            self._rec.agent_audio(_mono(frame), frame.sample_rate)
+        assert self.next_in_chain is not None
+        await self.next_in_chain.capture_frame(frame)
+
+    def flush(self) -> None:
+        super().flush()
+        assert self.next_in_chain is not None
+        self.next_in_chain.flush()
+
+    def clear_buffer(self) -> None:
+        if not self._rec.finished:
+            self._rec.agent_interrupted()
+        assert self.next_in_chain is not None
+        self.next_in_chain.clear_buffer()
+
+
+def record_session(
+    session: AgentSession, folder: Path | str, *, call_id: str | None = None
+) -> CallRecorder:
+    """Record ``session`` into ``folder`` (written on the session's close)."""
+    rec = CallRecorder(folder, clock=RealClock(), call_id=call_id, source="livekit")
+    if session.input.audio is not None:
+        session.input.audio = _RecordingInput(session.input.audio, rec)
+    if session.output.audio is not None:
+        session.output.audio = _RecordingOutput(session.output.audio, rec)
+
+    def on_user_state(ev: Any) -> None:
+        if rec.finished:
+            return
+        if ev.new_state == "speaking":
+            rec.caller_speech_started()
+        elif ev.old_state == "speaking":
+            rec.caller_speech_stopped()
+
+    def on_transcribed(ev: Any) -> None:
+        if ev.is_final and not rec.finished:
+            rec.transcript(ev.transcript, final=True)
+
+    def on_item(ev: Any) -> None:
+        item = ev.item
+        if rec.finished or not isinstance(item, llm.ChatMessage):
+            return
+        if item.role == "assistant":
+            rec.agent_text(item.text_content or "")
+        elif item.role == "user":
+            metrics = {k: v for k, v in dict(item.metrics).items() if _jsonable(v)}
+            rec.turn_event("user_turn_end", text=item.text_content or "", metrics=metrics)
+
+    def on_close(ev: Any) -> None:
+        if not rec.finished:
+            path = rec.finish()
+            log.info("recorded call -> %s", path)
+
+    session.on("user_state_changed", on_user_state)
+    session.on("user_input_transcribed", on_transcribed)
+    session.on("conversation_item_added", on_item)
+    session.on("close", on_close)
+    return rec
+
+
+def _jsonable(v: Any) -> bool:
+    return v is None or isinstance(v, str | int | float | bool)
