@@ -34,11 +34,21 @@ async def main() -> int:
     ap.add_argument("paths", nargs="+", type=Path)
     ap.add_argument("-d", "--detector", default="fused")
     ap.add_argument("--compare", action="store_true", help="also run turnkit replay")
+    ap.add_argument(
+        "--no-compute",
+        action="store_true",
+        help="leave the detector's wall-clock model cost out of the latency (deterministic)",
+    )
+    ap.add_argument(
+        "--no-filters", action="store_true", help="raw VAD barge-in, no echo/ack filters"
+    )
     args = ap.parse_args()
     logger.remove()  # Pipecat logs every frame at DEBUG
     logging.basicConfig(level=logging.WARNING)
-    config = ReplayConfig()
+    config = ReplayConfig(count_compute=not args.no_compute, filters=not args.no_filters)
     status = 0
+    same = total = 0
+    worst = 0.0
     for path in find_recordings(args.paths):
         try:
             rec = load_recording(path)
@@ -55,7 +65,23 @@ async def main() -> int:
             if want is not None:
                 w = want.turns[i]
                 line += f" | turnkit replay {_ms(w.response_ms)}"
+                if w.interrupted:
+                    line += f" (cut off {w.cutoffs}x)"
+                total += 1
+                if t.row() == w.row():
+                    same += 1
+                else:
+                    line += "  <- differs"
+                    if t.response_ms is not None and w.response_ms is not None:
+                        worst = max(worst, abs(t.response_ms - w.response_ms))
+                    else:
+                        worst = float("inf")
             print(line)
+    if total:
+        print(
+            f"{same}/{total} turns identical to turnkit replay "
+            f"(response, cut-offs, missed); largest latency difference {worst:.0f} ms"
+        )
     return status
 
 

@@ -42,6 +42,7 @@ from pipecat.frames.frames import (
     TranscriptionFrame,
 )
 from turnkit.audio.vad import VADAnalyzer, VADParams, VADStep
+from turnkit.barge_in.echo import EchoFilter
 from turnkit.clock import VirtualClock
 from turnkit.detectors.base import EndOfTurnDetector
 from turnkit.detectors.registry import create_detector
@@ -83,6 +84,14 @@ class TurnkitTurnEngine:
     ``"silence:stop_ms=500"``) or a detector built on :attr:`clock`.
     Listeners added with :meth:`on_signal` see every turn signal and every
     32 ms caller frame (recorders, metrics, replay agents).
+
+    ``echo``: a turnkit :class:`~turnkit.barge_in.echo.EchoFilter` run on each
+    caller frame *before* the VAD (as turnkit's ``EchoGateProcessor`` does),
+    so the VAD, the detector and the barge-in policy hear the caller, not the
+    bot's own voice coming back. Its reference is what the bot played:
+    :meth:`push_reference` (live, from :class:`~turnkit_pipecat.echo.
+    EchoReferenceTap` after the output transport) or ``set_reference`` with a
+    whole track (replay).
     """
 
     def __init__(
@@ -92,6 +101,7 @@ class TurnkitTurnEngine:
         clock: VirtualClock | None = None,
         vad: VADAnalyzer | None = None,
         vad_params: VADParams | None = None,
+        echo: EchoFilter | None = None,
     ) -> None:
         self.clock = clock if clock is not None else VirtualClock()
         if isinstance(detector, str):
@@ -99,10 +109,13 @@ class TurnkitTurnEngine:
         self.detector = detector
         self.vad = vad if vad is not None else VADAnalyzer(params=vad_params)
         self.frame_samples = self.vad.frame_samples
+        self.echo = echo
+        self.echo_frames = 0  # caller frames the echo filter judged echo only
         self.bot_speaking = False
         self.transcript = ""  # normalised whole-turn transcript so far
         self._finals: list[str] = []
         self._words: list[Word] = []
+        self._segment: object = None  # the STT's utterance id, when it gives one
         self._buf = np.zeros(0, dtype=np.float32)
         self._samples = 0  # caller samples consumed (16 kHz): the audio clock
         self._rate = SAMPLE_RATE
@@ -112,6 +125,8 @@ class TurnkitTurnEngine:
         self.decisions: list[TurnEndFrame] = []
         self._fed = asyncio.Event()
         self._seen: set[int] = set()  # ids of text frames fed (see wait_fed)
+        self._audio_steps: dict[int, list[AudioInFrame]] = {}
+        self.keep_audio_steps = False  # audio_of() is used (lock-step replay)
 
     # -- plumbing ----------------------------------------------------------------
     def on_signal(self, fn: Callable[[SystemFrame | AudioInFrame], None]) -> None:
@@ -128,12 +143,24 @@ class TurnkitTurnEngine:
         return self.clock.now()
 
     def reset(self) -> None:
+        self._segment = None
         self.detector.reset()
         self.vad.reset()
+        if self.echo is not None:
+            self.echo.reset()
         self.new_turn()
 
+    def push_reference(self, audio: np.ndarray, at: float | None = None) -> None:
+        """Bot audio (16 kHz float32) the loudspeaker played from ``at``
+        (seconds on the audio clock; default now): the echo reference."""
+        if self.echo is not None:
+            self.echo.push_reference(audio, self.clock.now() if at is None else at)
+
     def new_turn(self) -> None:
-        """A new user turn began: transcripts start over."""
+        """A new user turn began: transcripts start over (unless the STT
+        gives utterance ids, which then decide)."""
+        if self._segment is not None:
+            return
         self._finals = []
         self._words = []
         self.transcript = ""
@@ -150,6 +177,8 @@ class TurnkitTurnEngine:
         step = EngineStep()
         if isinstance(frame, InputAudioRawFrame):
             await self._audio(frame, step)
+            if self.keep_audio_steps:
+                self._audio_steps[id(frame)] = step.audio
         elif isinstance(frame, TranscriptionFrame | InterimTranscriptionFrame):
             await self._transcript(frame, step)
             self._seen.add(id(frame))
@@ -170,6 +199,16 @@ class TurnkitTurnEngine:
             self._fed.clear()
             await self._fed.wait()
         self._seen.discard(id(frame))
+
+    async def audio_of(self, frame: InputAudioRawFrame) -> list[AudioInFrame]:
+        """The 32 ms caller frames (echo-gated, with VAD verdicts) that
+        ``frame`` completed, once :meth:`feed` has seen it (needs
+        :attr:`keep_audio_steps`). A host further down the pipeline uses it
+        to act on exactly the evidence the strategies saw."""
+        while id(frame) not in self._audio_steps:
+            self._fed.clear()
+            await self._fed.wait()
+        return self._audio_steps.pop(id(frame))
 
     def _to_16k(self, frame: InputAudioRawFrame) -> np.ndarray:
         pcm = np.frombuffer(frame.audio, dtype="<i2")
@@ -192,6 +231,11 @@ class TurnkitTurnEngine:
             self._samples += n
             # A frame is available once its last sample has arrived.
             await self.clock.advance_to(self._samples / SAMPLE_RATE)
+            if self.echo is not None:
+                # Echo suppression before the VAD, as in turnkit's pipeline.
+                es = self.echo.process(chunk, at)
+                chunk = es.audio
+                self.echo_frames += es.echo_only
             vad: VADStep = self.vad.analyze(chunk, at)
             af = AudioInFrame(at=at, audio=chunk, sample_rate=SAMPLE_RATE, vad=vad)
             step.audio.append(af)
@@ -205,8 +249,16 @@ class TurnkitTurnEngine:
         final = isinstance(frame, TranscriptionFrame)
         now = self.clock.now()
         # An STT that knows word times (or a replay's oracle) may pass them in
-        # ``result`` as {"spoken_until": s, "words": [(text, start, end)]}.
+        # ``result`` as {"spoken_until": s, "words": [(text, start, end)]},
+        # and its utterance id as "segment": the transcript then runs over
+        # the utterance, across turn starts (turnkit replay's oracle keeps it
+        # per labelled caller turn; without ids it restarts with each turn).
         extra = frame.result if isinstance(frame.result, dict) else {}
+        segment = extra.get("segment")
+        if segment is not None:
+            if segment != self._segment:
+                self._finals, self._words = [], []
+            self._segment = segment
         words = [Word(text=w, start=s, end=e) for w, s, e in extra.get("words", [])]
         spoken_until = float(extra.get("spoken_until", words[-1].end if words else now))
         parts = [*self._finals, text] if text else list(self._finals)

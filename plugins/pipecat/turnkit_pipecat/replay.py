@@ -25,7 +25,6 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 from pipecat.frames.frames import (
@@ -46,10 +45,10 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
-from turnkit.audio.vad import VADAnalyzer, VADParams
-from turnkit.barge_in.policy import VADBargeIn
+from turnkit.audio.vad import VADParams
+from turnkit.barge_in.policy import BargeInPolicy, VADBargeIn
 from turnkit.clock import VirtualClock
-from turnkit.frames import AgentTextFrame, AudioInFrame, TurnEndFrame
+from turnkit.frames import AgentTextFrame, TurnEndFrame
 from turnkit.frames import Frame as TurnkitFrame
 from turnkit.pipeline import CollectSink
 from turnkit.pipeline import FrameDirection as TurnkitDirection
@@ -57,17 +56,13 @@ from turnkit.pipeline import FrameProcessor as TurnkitProcessor
 from turnkit.pipeline import Pipeline as TurnkitPipeline
 from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.latency import LatencyModel
+from turnkit.replay.llm_source import ModelTTFT
 from turnkit.replay.metrics import CallScore, score_call
 from turnkit.replay.oracle import oracle_words
 from turnkit.replay.recording import Recording
-from turnkit.replay.simulator import LabelPlanner, ReplayConfig, _seed
+from turnkit.replay.simulator import LabelPlanner, ReplayConfig, _barge_in_filters, _seed
 
 from turnkit_pipecat.engine import TurnkitTurnEngine
-
-try:
-    from turnkit.replay.llm_source import ModelTTFT
-except ImportError:  # turnkit before live TTFT sources
-    ModelTTFT = None  # type: ignore[assignment,misc]
 from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUserTurnStopStrategy
 
 __all__ = ["LatencyModelAgent", "feed_frames", "recording_frames", "replay_in_pipecat"]
@@ -81,7 +76,8 @@ def recording_frames(
     """The call as Pipecat would see it from a transport and an STT: audio
     chunks, and after the chunk in which a word (plus ``stt_delay_s``) ends,
     an interim transcript (a final one for the last word before a pause).
-    Word times ride in ``result`` for detectors that use them."""
+    Word times and the utterance id ride in ``result`` (see
+    :meth:`TurnkitTurnEngine._transcript`)."""
     audio = rec.caller_audio(SAMPLE_RATE)
     pcm = np.clip(np.round(audio * 32768.0), -32768, 32767).astype("<i2")
     words = sorted(oracle_words(rec), key=lambda w: w.end + stt_delay_s)
@@ -101,11 +97,10 @@ def recording_frames(
             wi += 1
             pending = seg_words.setdefault(w.segment, [])
             pending.append((w.text, w.start, w.end))
-            # A final carries every word of its segment; an interim its own.
-            result = {
-                "spoken_until": w.end,
-                "words": list(pending) if w.last_in_span else [pending[-1]],
-            }
+            # Each carries the words of its span so far and the utterance
+            # (labelled turn or backchannel) they belong to, as the oracle
+            # transcriber of turnkit replay gives them.
+            result = {"spoken_until": w.end, "words": list(pending), "segment": w.segment}
             if w.last_in_span:
                 frames.append(
                     TranscriptionFrame(
@@ -164,10 +159,13 @@ class LatencyModelAgent(FrameProcessor):
     """Stands in for LLM + TTS after the user aggregator: turnkit's
     :class:`~turnkit.replay.agent.SimulatedAgent` on the audio's clock.
 
-    Each caller chunk advances its clock (and its own turnkit VAD, for the
-    agent's "caller went on" and barge-in evidence); each
+    Each caller chunk hands the agent the very 32 ms frames the turn engine
+    analysed (echo-gated, with the engine's VAD verdicts: one VAD, as in
+    ``turnkit replay``), advancing its clock; each
     ``UserStoppedSpeakingFrame`` that Pipecat emits is a committed turn end
     at that instant, its model cost taken from the engine's decision.
+    ``barge_in`` is the policy the agent stops its reply with (the same one
+    ``turnkit replay`` builds for the call).
     """
 
     def __init__(
@@ -176,26 +174,19 @@ class LatencyModelAgent(FrameProcessor):
         rec: Recording,
         detector_spec: str,
         config: ReplayConfig,
+        barge_in: BargeInPolicy | None = None,
+        clock: VirtualClock | None = None,
     ) -> None:
         super().__init__()
         self.engine = engine
-        self.clock = VirtualClock()
-        self.vad = VADAnalyzer(
-            params=VADParams(
-                threshold=config.vad_threshold,
-                start_ms=config.vad_start_ms,
-                stop_ms=config.vad_stop_ms,
-            )
-        )
+        engine.keep_audio_steps = True
+        self.clock = clock if clock is not None else VirtualClock()
         rng = random.Random(_seed(config, rec.id, detector_spec))
-        llm: Any = LatencyModel.parse(config.llm_ttft_ms)
-        if ModelTTFT is not None:  # newer turnkit: the agent takes a TTFT source
-            llm = ModelTTFT(llm, rng)
         self.agent = SimulatedAgent(
             self.clock,
             LabelPlanner(rec, config.default_reply_s),
-            VADBargeIn(self.clock),
-            llm,
+            barge_in if barge_in is not None else VADBargeIn(self.clock),
+            ModelTTFT(LatencyModel.parse(config.llm_ttft_ms), rng),
             LatencyModel.parse(config.tts_ttfb_ms),
             rng,
             count_compute=config.count_compute,
@@ -204,8 +195,6 @@ class LatencyModelAgent(FrameProcessor):
         self.context: LLMContext | None = None
         self._seen: set[int] = set()
         self._seen_event = asyncio.Event()
-        self._samples = 0
-        self._buf = np.zeros(0, dtype=np.float32)
         self.stops = 0
 
     def _agent_text(self, text: str) -> None:
@@ -232,17 +221,8 @@ class LatencyModelAgent(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, InputAudioRawFrame) and direction is FrameDirection.DOWNSTREAM:
-            pcm = np.frombuffer(frame.audio, dtype="<i2").astype(np.float32) / 32768.0
-            self._buf = np.concatenate([self._buf, pcm])
-            n = self.vad.frame_samples
-            while len(self._buf) >= n:
-                chunk, self._buf = self._buf[:n], self._buf[n:]
-                at = self._samples / SAMPLE_RATE
-                self._samples += n
-                await self.clock.advance_to(self._samples / SAMPLE_RATE)
-                af = AudioInFrame(
-                    at=at, audio=chunk, sample_rate=SAMPLE_RATE, vad=self.vad.analyze(chunk, at)
-                )
+            for af in await self.engine.audio_of(frame):
+                await self.clock.advance_to(af.end)
                 await self.sim.queue_frame(af)
                 await self.sim.wait_idle()
                 self.sim.processors[-1].frames.clear()  # type: ignore[attr-defined]
@@ -278,6 +258,15 @@ async def replay_in_pipecat(
             threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
         ),
     )
+    # The same barge-in filters as turnkit replay: the echo filter (reference:
+    # the recorded agent.wav) in front of the engine's VAD, the filtered
+    # policy in the agent.
+    agent_clock = VirtualClock()
+    barge_in, gate, echo_reference = _barge_in_filters(
+        rec, len(rec.caller_audio(SAMPLE_RATE)), agent_clock, config
+    )
+    if gate:
+        engine.echo = gate[0].echo
     context = LLMContext()
     user = LLMUserAggregator(
         context,
@@ -292,7 +281,7 @@ async def replay_in_pipecat(
             audio_idle_timeout=0,
         ),
     )
-    agent = LatencyModelAgent(engine, rec, detector_spec, config)
+    agent = LatencyModelAgent(engine, rec, detector_spec, config, barge_in, agent_clock)
     agent.context = context
     task = PipelineTask(
         Pipeline([user, agent]),
@@ -310,7 +299,7 @@ async def replay_in_pipecat(
     await runner.add_workers(task)
     await asyncio.gather(runner.run(), feed())
     await agent.stop_sim(max(agent.clock.now(), rec.duration) + config.timeout_s + 60.0)
-    return score_call(
+    score = score_call(
         rec,
         agent.agent.replies,
         timeout_s=config.timeout_s,
@@ -318,3 +307,5 @@ async def replay_in_pipecat(
         wall_seconds=time.perf_counter() - t0,
         llm_requests=agent.agent.llm_requests,
     )
+    score.echo_reference = echo_reference
+    return score
