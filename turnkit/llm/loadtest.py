@@ -19,7 +19,7 @@ plans and runs such load and reports it in calls:
   summary, not waited on);
 - ``context="changing"``: a live-status block in the middle of the stable part
   changes on half the turns (a real cause of misses: queue lengths, open
-  slots); ``"stable"`` keeps it fixed;
+  slots), each change new to that call; ``"stable"`` keeps it fixed;
 - ``prewarm``: at call setup, one :func:`~turnkit.llm.prewarm.prewarm` of the
   first request's shape while the greeting plays.
 
@@ -43,6 +43,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import ipaddress
 import logging
 import random
@@ -197,7 +198,9 @@ _WORD_TEXT = (
 _WORDS = tuple(_WORD_TEXT.split())
 
 
-def agent_layout(agent: int, prompt_tokens: int, context_version: int | None) -> PromptLayout:
+def agent_layout(
+    agent: int, prompt_tokens: int, context_version: int | str | None
+) -> PromptLayout:
     """Agent ``agent``'s synthetic prompt of about ``prompt_tokens`` tokens;
     ``context_version`` is the live-status block in its middle (``None``:
     no block)."""
@@ -221,7 +224,7 @@ def agent_layout(agent: int, prompt_tokens: int, context_version: int | None) ->
     reference = " ".join(sentences(int(budget_chars * 0.65)))
     status = ""
     if context_version is not None:
-        slots = 3 + (context_version * 7) % 11
+        slots = 3 + int(hashlib.sha256(str(context_version).encode()).hexdigest(), 16) % 11
         status = f"Live status (update {context_version}): {slots} open slots today."
     return PromptLayout(
         persona=persona,
@@ -419,11 +422,14 @@ async def _run_call(
     clock: Clock,
     budget: _Budget,
     report: LoadReport,
-    layouts: dict[tuple[int, int | None], PromptLayout],
+    layouts: dict[tuple[int, int | str], PromptLayout],
     t0: float,
 ) -> None:
     def layout(version: int) -> PromptLayout:
-        key = (plan.agent, version if cfg.context == "changing" else 0)
+        # A changed block is this call's own news at this moment: unique per
+        # (call, change), so no other call can have cached it.
+        label: int | str = f"{plan.index}.{version}" if version else 0
+        key = (plan.agent, label if cfg.context == "changing" else 0)
         if key not in layouts:
             layouts[key] = agent_layout(plan.agent, cfg.prompt_tokens, key[1])
         return layouts[key]
@@ -519,7 +525,7 @@ async def run_load(cfg: LoadConfig, clock: Clock | None = None) -> LoadReport:
     report = LoadReport(config=cfg)
     budget = _Budget(cfg, clock)
     places = asyncio.Semaphore(cfg.concurrency)
-    layouts: dict[tuple[int, int | None], PromptLayout] = {}
+    layouts: dict[tuple[int, int | str], PromptLayout] = {}
     t0 = clock.now()
     async with ChatClient(
         cfg.base_url,
