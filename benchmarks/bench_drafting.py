@@ -4,8 +4,11 @@ drafting in the same run (same calls, same seeded latency model).
     python benchmarks/bench_drafting.py [-d fused -d fused:audio=off] [--llm-ttft-ms 350]
 
 Prints, per detector: median response without and with drafts, the saving
-and its ratio to the no-draft baseline, LLM requests per turn, drafts
-started / used / cancelled, and the LLM time the confirmed drafts hid.
+and its ratio to the no-draft baseline, the median of the per-turn savings
+(paired: the same turn with and without drafts), LLM requests per turn
+without and with drafts (without drafts a detector already makes more than
+one request per caller turn when it answers at holds, backchannels or echo),
+drafts started / used / cancelled, and the LLM time the confirmed drafts hid.
 Model compute is counted (``count_compute``) as in ``turnkit replay``, so
 figures with Smart Turn move with the machine's load; ``--no-compute``
 removes that noise.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 
 from common import ROOT
 
@@ -56,16 +60,22 @@ def main() -> None:
     )
     head = (
         f"{'detector':<18}{'p50 plain':>10}{'p50 eager':>10}{'saved':>8}{'ratio':>7}"
-        f"{'req/turn':>9}{'drafts s/u/c':>14}{'hidden p50':>11}{'interrupt':>16}"
+        f"{'paired':>8}{'req/turn':>13}{'drafts s/u/c':>14}{'hidden p50':>11}{'interrupt':>16}"
     )
     print(head)
     for s in specs:
         a, b = plain[s], eager[s]
         pa, pb = a["response_ms"]["p50"], b["response_ms"]["p50"]
         d = b["drafts"]
+        pairs = [
+            x["response_ms"] - y["response_ms"]
+            for x, y in zip(a["per_turn"], b["per_turn"], strict=True)
+            if x["response_ms"] is not None and y["response_ms"] is not None
+        ]
+        paired = statistics.median(pairs) if pairs else float("nan")
         print(
-            f"{s:<18}{pa:>8.0f}ms{pb:>8.0f}ms{pa - pb:>6.0f}ms{pb / pa:>7.2f}"
-            f"{b['llm_requests_per_turn']:>9.2f}"
+            f"{s:<18}{pa:>8.0f}ms{pb:>8.0f}ms{pa - pb:>6.0f}ms{pb / pa:>7.2f}{paired:>6.0f}ms"
+            f"{a['llm_requests_per_turn']:>7.2f}→{b['llm_requests_per_turn']:.2f}"
             f"{d['started']:>6}/{d['used']}/{d['cancelled']:<4}"
             f"{b['draft_saved_ms']['p50'] or 0:>9.0f}ms"
             f"{a['interruption_rate'] * 100:>8.1f}→{b['interruption_rate'] * 100:.1f}%"

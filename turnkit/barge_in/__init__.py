@@ -2,13 +2,23 @@
 
 Echo filter (the agent's own voice in the caller's microphone), acknowledgement
 filter ("uh-huh" is not a bid for the floor), the policies that combine them,
-and the processors that stop, flush and resume agent playback.
+the processors that stop, flush and resume agent playback, and the playback
+cursor + history truncation (the LLM's history holds what the caller heard).
 """
 
 from turnkit.barge_in.ack import AckFilter, AckParams, Decision
+from turnkit.barge_in.cursor import PlaybackCursor, WordTimestampsFrame
 from turnkit.barge_in.echo import EchoFilter, EchoParams, EchoStep, EchoTranscriptCheck
+from turnkit.barge_in.history_processor import HistoryTruncator
 from turnkit.barge_in.lexicon import is_backchannel
 from turnkit.barge_in.policy import BargeInPolicy, FilteredBargeIn, VADBargeIn
+from turnkit.barge_in.truncation import (
+    Heard,
+    TruncationConfig,
+    heard_prefix,
+    realtime_truncate_event,
+    truncate_history,
+)
 
 __all__ = [
     "AckFilter",
@@ -20,6 +30,14 @@ __all__ = [
     "EchoStep",
     "EchoTranscriptCheck",
     "FilteredBargeIn",
+    "Heard",
+    "HistoryTruncator",
+    "PlaybackCursor",
+    "TruncationConfig",
     "VADBargeIn",
+    "WordTimestampsFrame",
+    "heard_prefix",
     "is_backchannel",
+    "realtime_truncate_event",
+    "truncate_history",
 ]
