@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from turnkit.barge_in.policy import BargeInPolicy
+from turnkit.barge_in.truncation import heard_prefix, truncate_history
 from turnkit.clock import Clock
 from turnkit.drafting.drafter import EagerDrafter
 from turnkit.frames import (
@@ -52,6 +53,9 @@ class Reply:
     reason: str = ""  # the detector's own words for its decision
     drafted: bool = False  # its LLM request was an eager draft, confirmed
     saved_ms: float = 0.0  # how much earlier the draft's first token came than a fresh request's
+    text: str = ""  # what it says (the recorded agent turn's text)
+    heard_words: int | None = None  # words the caller heard before a stop
+    words: int = 0
 
     @property
     def audible(self) -> bool:
@@ -195,7 +199,7 @@ class SimulatedAgent(FrameProcessor):
         reply.planned_end = self.planner.play_until(reply.turn, reply.first_audio_at)
         self._speaking = reply
         self.barge_in.on_agent_started(self.planner.reply_text(reply.turn), reply.first_audio_at)
-        text = self.planner.reply_text(reply.turn)
+        text = reply.text = self.planner.reply_text(reply.turn)
         self.history += [
             {"role": "user", "content": self.transcript},
             {"role": "assistant", "content": text},
@@ -221,9 +225,24 @@ class SimulatedAgent(FrameProcessor):
         self._speaking = None
         self.barge_in.on_agent_stopped(self.clock.now())
         self._end(reply, reason)
+        if reason != "completed" and reply.text and reply.first_audio_at is not None:
+            self._truncate(reply)
         await self.push_frame(
             AgentAudioStoppedFrame(at=self.clock.now(), reply_id=reply.id, reason=reason)
         )
+
+    def _truncate(self, reply: Reply) -> None:
+        """The history keeps only what the caller heard of a stopped reply
+        (the same truncation a live agent runs; estimated word timings over
+        the reply's planned length, as the replay has no TTS timestamps)."""
+        assert reply.first_audio_at is not None and reply.planned_end is not None
+        heard = heard_prefix(
+            reply.text,
+            self.clock.now() - reply.first_audio_at,
+            duration_s=reply.planned_end - reply.first_audio_at,
+        )
+        reply.heard_words, reply.words = heard.words_kept, heard.words_total
+        self.history = truncate_history(self.history, heard)
 
     def _end(self, reply: Reply, reason: str) -> None:
         reply.stopped_at = self.clock.now()

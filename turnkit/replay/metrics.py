@@ -260,6 +260,9 @@ def score_call(
                 "reason": r.reason,
                 "drafted": r.drafted,
                 "saved_ms": round(r.saved_ms, 3),
+                # words the caller heard of a stopped reply / words in it
+                "heard_words": r.heard_words,
+                "words": r.words,
             }
             for r in replies
         ],
