@@ -32,6 +32,7 @@ __all__ = [
     "EngineMissing",
     "cache_dir",
     "closed_port",
+    "engine_metrics",
     "find_engine",
     "free_port",
     "require_engine",
@@ -180,3 +181,15 @@ def _tail(path: Path, n: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return "(no log)"
+
+
+def engine_metrics(base_url: str) -> dict[str, float]:
+    """llama-server's own Prometheus counters (``--metrics``), without the
+    ``llamacpp:`` prefix: what proves a cancel reached the engine."""
+    text = httpx.get(f"{base_url.removesuffix('/v1')}/metrics", timeout=5).text
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("llamacpp:"):
+            name, _, value = line.partition(" ")
+            out[name.removeprefix("llamacpp:")] = float(value)
+    return out

@@ -8,9 +8,9 @@ Tests that need espeak-ng skip without it, unless ``TURNKIT_REQUIRE_TTS=1``.
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
+from real_tts import require_espeak
 
 from turnkit.barge_in.cursor import PlaybackCursor, WordTimestampsFrame
 from turnkit.barge_in.history_processor import HistoryTruncator
@@ -33,18 +33,11 @@ TEXT = "Certainly, a table for four on Saturday. What time would you like to com
 WORDS = TEXT.split()
 
 
-def _require_espeak() -> None:
-    if EspeakTTS.available():
-        return
-    reason = "espeak-ng is not installed (apt-get install -y espeak-ng)"
-    if os.environ.get("TURNKIT_REQUIRE_TTS") == "1":
-        pytest.fail(f"TURNKIT_REQUIRE_TTS=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
 def spoken() -> WordTimedAudio:
-    _require_espeak()
+    require_espeak()
     return asyncio.run(EspeakTTS().synthesize_words(TEXT))
 
 

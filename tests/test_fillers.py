@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from real_tts import require_espeak
 
 from turnkit.clock import RealClock, VirtualClock, settle
 from turnkit.fillers import FillerBank, FillerScheduler, filler_key
@@ -33,13 +33,6 @@ FRAME_S = 0.02
 FRAME_N = int(FRAME_S * RATE)
 
 
-def _require_espeak() -> None:
-    if EspeakTTS.available():
-        return
-    reason = "espeak-ng is not installed (apt-get install -y espeak-ng)"
-    if os.environ.get("TURNKIT_REQUIRE_TTS") == "1":
-        pytest.fail(f"TURNKIT_REQUIRE_TTS=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 class CountingTTS:
@@ -68,7 +61,7 @@ class CountingTTS:
 
 @pytest.fixture(scope="module")
 def espeak() -> EspeakTTS:
-    _require_espeak()
+    require_espeak()
     return EspeakTTS("en-us")
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from engine import closed_port, running_llama_server
+from engine import closed_port, engine_metrics, running_llama_server
 from fake_engine import FakeEngine, mock_transport
 
 from turnkit.llm import EngineError
@@ -246,15 +246,6 @@ def engine() -> Iterator[str]:
         yield base_url
 
 
-def metrics(base_url: str) -> dict[str, float]:
-    root = base_url.removesuffix("/v1")
-    text = httpx.get(f"{root}/metrics", timeout=5).text
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("llamacpp:"):
-            name, _, value = line.partition(" ")
-            out[name.removeprefix("llamacpp:")] = float(value)
-    return out
 
 
 async def test_engine_streams_text_ttft_usage(engine: str) -> None:
@@ -288,7 +279,7 @@ async def test_engine_prefix_cache_reported(engine: str) -> None:
 async def test_engine_cancel_stops_generation(engine: str) -> None:
     """Cancel after a few tokens: the engine's own counters show the request
     gone within seconds and no token generated after that."""
-    before = metrics(engine)
+    before = engine_metrics(engine)
     async with ChatClient(engine, first_token_timeout_s=30) as c:
         s = await c.stream(STORY, max_tokens=2000, temperature=0.8, extra={"ignore_eos": True})
         n = 0
@@ -296,18 +287,18 @@ async def test_engine_cancel_stops_generation(engine: str) -> None:
             n += 1
             if n == 5:
                 break
-        assert metrics(engine)["requests_processing"] == 1
+        assert engine_metrics(engine)["requests_processing"] == 1
         await s.cancel()
         t_cancel = time.perf_counter()
         while True:
-            m = metrics(engine)
+            m = engine_metrics(engine)
             if m["requests_processing"] == 0:
                 break
             assert time.perf_counter() - t_cancel < 5, "engine still processing 5 s after cancel"
             await asyncio.sleep(0.01)
     assert s.cancelled
     await asyncio.sleep(0.5)
-    after = metrics(engine)
+    after = engine_metrics(engine)
     assert after["tokens_predicted_total"] == m["tokens_predicted_total"]
     assert after["n_decode_total"] == m["n_decode_total"]
     generated = after["tokens_predicted_total"] - before["tokens_predicted_total"]

@@ -12,14 +12,13 @@ endless fake for 10,000 cancelled drafts.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from engine import running_llama_server
+from engine import engine_metrics, running_llama_server
 from fake_engine import FakeEngine, mock_transport
+from real_tts import require_espeak
 
 from turnkit.clock import RealClock
 from turnkit.drafting import DraftParams, EagerDrafter, ToolGate, tool
@@ -63,14 +62,6 @@ async def until(cond, timeout: float = 30.0) -> None:  # type: ignore[no-untyped
             await asyncio.sleep(0.005)
 
 
-def metrics(base_url: str) -> dict[str, float]:
-    text = httpx.get(f"{base_url.removesuffix('/v1')}/metrics", timeout=5).text
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("llamacpp:"):
-            name, _, value = line.partition(" ")
-            out[name.removeprefix("llamacpp:")] = float(value)
-    return out
 
 
 # --------------------------------------------------------------------------
@@ -116,9 +107,9 @@ async def test_voided_draft_is_aborted_on_the_engine(engine: str) -> None:
     params = ResponderParams(max_tokens=2000, temperature=0.8)
     r = responder(engine, out, params=params)
     await r.on_eager("tell me a very long story about a dragon")
-    await until(lambda: metrics(engine).get("requests_processing", 0) >= 1)
+    await until(lambda: engine_metrics(engine).get("requests_processing", 0) >= 1)
     r.on_speech()  # the caller went on
-    await until(lambda: metrics(engine).get("requests_processing", 1) == 0)
+    await until(lambda: engine_metrics(engine).get("requests_processing", 1) == 0)
     assert r.stats.drafts_cancelled == 1 and out.frames == []
     await r.idle()
     # The confirmed turn has other words: a fresh request answers it.
@@ -321,10 +312,7 @@ async def test_ten_thousand_cancelled_drafts_leak_no_tasks() -> None:
 async def test_fake_slow_read_in_a_confirmed_reply_gets_a_filler(
     fake: FakeEngine, tmp_path: Path
 ) -> None:
-    if not EspeakTTS.available():
-        if os.environ.get("TURNKIT_REQUIRE_TTS") == "1":
-            pytest.fail("TURNKIT_REQUIRE_TTS=1 but espeak-ng is not installed", pytrace=False)
-        pytest.skip("espeak-ng is not installed")
+    require_espeak()
     clock = RealClock()
 
     @tool(effect="read", timeout_s=5)

@@ -9,12 +9,12 @@ Tests that need espeak-ng skip without it, unless ``TURNKIT_REQUIRE_TTS=1``
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
+from real_tts import require_espeak
 
 from turnkit.barge_in.truncation import (
     Heard,
@@ -39,18 +39,11 @@ REPLIES = (
 )
 
 
-def _require_espeak() -> None:
-    if EspeakTTS.available():
-        return
-    reason = "espeak-ng is not installed (apt-get install -y espeak-ng)"
-    if os.environ.get("TURNKIT_REQUIRE_TTS") == "1":
-        pytest.fail(f"TURNKIT_REQUIRE_TTS=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
 def rendered() -> list[WordTimedAudio]:
-    _require_espeak()
+    require_espeak()
     tts = EspeakTTS()
 
     async def render() -> list[WordTimedAudio]:
