@@ -47,6 +47,7 @@ class WavAudioInput(AudioInput):
         a = audio[int(start_s * SR) : None if end_s is None else int(end_s * SR)]
         self.pcm = (np.clip(a, -1, 1) * 32767).astype(np.int16)
         self.offset = start_s
+        self.end = start_s + len(self.pcm) / SR
         self.n = 0
         self.t0: float | None = None
         self.done = asyncio.Event()
@@ -109,6 +110,10 @@ class CaptureAudioOutput(AudioOutput):
         self._finished(True)
 
 
+def _times(e: dict[str, Any]) -> dict[str, float]:
+    return {"start": e["start"], "end": e["end"]}
+
+
 @dataclass
 class _Span:
     words: list[dict[str, Any]]
@@ -119,17 +124,23 @@ class FakeOracleSTT(stt.STT):
     """Fake streaming STT: the labelled words of ``call.json``, each as an
     interim once the audio passed its end, each span final 150 ms after it."""
 
-    def __init__(self, call: dict[str, Any], source: WavAudioInput) -> None:
+    def __init__(
+        self, call: dict[str, Any], source: WavAudioInput, *, backchannels: bool = False
+    ) -> None:
         super().__init__(capabilities=stt.STTCapabilities(streaming=True, interim_results=True))
         self.source = source
         self.spans: list[_Span] = []
         for e in call["events"]:
+            if e["type"] == "backchannel" and backchannels:
+                # a backchannel's label is its words ("uh-huh"), said over its span
+                self.spans.append(_Span([{"text": e["text"], **_times(e)}], e["end"]))
             if e["type"] != "caller_turn":
                 continue
             for s0, s1 in e.get("spans", [[e["start"], e["end"]]]):
                 ws = [w for w in e.get("words", []) if s0 - 0.05 <= w["start"] < s1 + 0.05]
                 if ws:
                     self.spans.append(_Span(ws, s1))
+        self.spans.sort(key=lambda sp: sp.end)
 
     async def _recognize_impl(self, buffer: Any, *, language: Any, conn_options: Any) -> Any:
         raise NotImplementedError
@@ -146,7 +157,12 @@ class FakeOracleSTT(stt.STT):
 class _OracleStream(stt.RecognizeStream):
     async def _run(self) -> None:
         oracle: FakeOracleSTT = self._stt  # type: ignore[assignment]
-        spans = list(oracle.spans)
+        # A stream (re)created mid-call (LiveKit restarts it on clear_user_turn)
+        # hears only what is said from then on, and only what the WAV holds.
+        created, end = oracle.source.position, oracle.source.end
+        spans = [
+            sp for sp in oracle.spans if sp.words[0]["start"] >= created - 0.1 and sp.end <= end
+        ]
         said = 0
         async for _ in self._input_ch:
             now = oracle.source.position
