@@ -7,9 +7,11 @@ from turnkit_pipecat.engine import EngineStep, TurnkitTurnEngine
 from turnkit_pipecat.metrics import TurnMetrics, TurnMetricsObserver
 from turnkit_pipecat.recorder import TurnkitRecorder
 from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUserTurnStopStrategy
+from turnkit_pipecat.tools import GatedFunctions
 
 __all__ = [
     "EngineStep",
+    "GatedFunctions",
     "TurnMetrics",
     "TurnMetricsObserver",
     "TurnkitRecorder",

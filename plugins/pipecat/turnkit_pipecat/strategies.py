@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 
 from pipecat.frames.frames import (
+    EagerEndOfTurnCancelFrame,
     Frame,
     InputAudioRawFrame,
     StartFrame,
@@ -49,6 +50,7 @@ from turnkit.drafting.drafter import EagerDrafter
 from turnkit.frames import TurnEagerFrame, TurnEndFrame, TurnResumedFrame
 
 from turnkit_pipecat.engine import TurnkitTurnEngine
+from turnkit_pipecat.tools import GatedFunctions
 
 __all__ = ["TurnkitUserTurnStartStrategy", "TurnkitUserTurnStopStrategy"]
 
@@ -105,6 +107,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
     Evidence: every caller frame with the VAD verdict, the transcripts, and
     the bot's last words as context for text detectors. With ``drafter``,
     eager signals run speculative inference that the end keeps or withdraws.
+    With ``functions``, the tool gate follows the same drafts and turns.
     """
 
     def __init__(
@@ -113,17 +116,28 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         *,
         drafter: EagerDrafter | None = None,
         context: LLMContext | None = None,
+        functions: GatedFunctions | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.engine = engine
         self.drafter = drafter
         self.context = context
+        self.functions = functions
         self._speculation: UserTurnSpeculation | None = None
+        self.speculations = 0  # speculative inferences started
+        self.kept = 0  # ... released by the confirmed end (words unchanged)
+        self.withdrawn = 0  # ... withdrawn (the caller went on, or words changed)
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult:
         if isinstance(frame, StartFrame):
             self.engine.reset()
+        elif isinstance(frame, EagerEndOfTurnCancelFrame) and self._speculation is not None:
+            # The LLM service withdrew the speculation itself (it wanted a
+            # tool): the end must run a fresh inference. The draft stays, so
+            # the gate can still confirm its prefetched reads.
+            self._speculation = None
+            self.withdrawn += 1
         step = await self.engine.feed(frame)
         if self.drafter is not None:
             if step.speech_started:
@@ -150,28 +164,48 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         if draft is None:
             return
         if self._speculation is not None:
+            self.withdrawn += 1
             await self.trigger_user_turn_speculation_cancelled()
+        if self.functions is not None:
+            self.functions.start_draft(draft.id)
         self._speculation = UserTurnSpeculation(text=self.engine.transcript)
+        self.speculations += 1
         await self.trigger_user_turn_inference_triggered(speculation=self._speculation)
 
     async def _withdraw(self, cancelled: bool) -> None:
+        if cancelled and self.functions is not None:
+            self.functions.discard_draft()
         if cancelled and self._speculation is not None:
             self._speculation = None
+            self.withdrawn += 1
             await self.trigger_user_turn_speculation_cancelled()
 
     async def _end(self) -> None:
         if self.drafter is not None:
             action, _draft = self.drafter.on_end(self.engine.transcript)
             speculation, self._speculation = self._speculation, None
+            if self.functions is not None:
+                if action == "use":
+                    self.functions.confirm_draft()
+                else:
+                    self.functions.begin_turn()
             if action == "use" and speculation is not None:
                 # The held response answers exactly these words: release it.
+                self.kept += 1
                 await self.trigger_user_turn_finalized(confirms_speculation=True)
                 return
             if speculation is not None:
+                self.withdrawn += 1
                 await self.trigger_user_turn_speculation_cancelled()
+        elif self.functions is not None:
+            self.functions.begin_turn()
         await self.trigger_user_turn_stopped()
 
     async def handle_user_turn_started(self) -> None:
+        if self.functions is not None:
+            # A new caller turn interrupts the reply to the last one: its
+            # reads stop, running writes finish (the gate shields them).
+            self.functions.interrupt()
         # What the bot said last is the context for the caller's answer
         # ("what's your card number?" makes "four one" likely unfinished).
         if self.context is not None:

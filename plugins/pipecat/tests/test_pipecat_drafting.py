@@ -1,0 +1,279 @@
+"""Eager drafting and tool gating with real pipecat-ai objects: the stop
+strategy's speculation path on corpus audio (Pipecat's LLMUserAggregator),
+Pipecat's OpenAILLMService against the real llama-server (tests/engine.py),
+and function calls through turnkit's ToolGate."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipecat.frames.frames import (
+    EagerEndOfTurnCancelFrame,
+    EndFrame,
+    Frame,
+    FunctionCallFromLLM,
+    FunctionCallResultFrame,
+    LLMContextFrame,
+    LLMTextFrame,
+    UserStoppedSpeakingFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.runner import PipelineRunner
+from pipecat.pipeline.task import PipelineParams, PipelineTask
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMUserAggregator,
+    LLMUserAggregatorParams,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.openai.llm import OpenAILLMService
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+from turnkit.clock import VirtualClock
+from turnkit.drafting.drafter import EagerDrafter
+from turnkit.drafting.tools import tool
+from turnkit.replay.recording import load_recording
+
+from turnkit_pipecat import TurnkitTurnEngine, TurnkitUserTurnStartStrategy
+from turnkit_pipecat.replay import feed_frames, recording_frames
+from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
+from turnkit_pipecat.tools import GatedFunctions
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE.parents[2] / "recordings"
+sys.path.insert(0, str(HERE.parents[2] / "tests"))
+
+
+class Tap(FrameProcessor):
+    """Keeps every frame that passes, either way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: list[tuple[Frame, FrameDirection]] = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        self.frames.append((frame, direction))
+        await self.push_frame(frame, direction)
+
+    def of(self, kind: type) -> list[Any]:
+        return [f for f, _ in self.frames if isinstance(f, kind)]
+
+
+def _user(engine: TurnkitTurnEngine, stop: TurnkitUserTurnStopStrategy, ctx: LLMContext):
+    return LLMUserAggregator(
+        ctx,
+        params=LLMUserAggregatorParams(
+            user_turn_strategies=UserTurnStrategies(
+                start=[TurnkitUserTurnStartStrategy(engine)], stop=[stop]
+            ),
+            user_turn_stop_timeout=3600.0,
+            audio_idle_timeout=0,
+        ),
+    )
+
+
+async def _run(processors: list[FrameProcessor], engine: TurnkitTurnEngine, frames: list[Frame]):
+    task = PipelineTask(
+        Pipeline(processors),
+        params=PipelineParams(audio_in_sample_rate=16000),
+        cancel_on_idle_timeout=False,
+    )
+
+    async def feed() -> None:
+        await feed_frames(task, engine, frames)
+        await task.queue_frame(EndFrame())
+
+    runner = PipelineRunner(handle_sigint=False)
+    await runner.add_workers(task)
+    await asyncio.gather(runner.run(), feed())
+
+
+@pytest.mark.parametrize("name", ["easy-order-status-01", "support-and-um-04"])
+async def test_eager_speculation_kept_when_words_unchanged_else_withdrawn(name: str) -> None:
+    """fused's eager signals start speculative inferences in Pipecat; the
+    confirmed end releases one whose words did not change, and every other
+    one is withdrawn with Pipecat's EagerEndOfTurnCancelFrame."""
+    rec = load_recording(CORPUS / name)
+    engine = TurnkitTurnEngine("fused")
+    drafter = EagerDrafter(engine.clock)
+    ctx = LLMContext()
+    stop = TurnkitUserTurnStopStrategy(engine, drafter=drafter, context=ctx)
+    tap = Tap()
+    await _run([_user(engine, stop, ctx), tap], engine, recording_frames(rec))
+
+    spec = [f for f in tap.of(LLMContextFrame) if f.speculation]
+    assert stop.speculations == len(spec) == drafter.stats.started >= 1
+    assert stop.kept == drafter.stats.used
+    assert stop.kept + stop.withdrawn == stop.speculations
+    assert len(tap.of(EagerEndOfTurnCancelFrame)) >= stop.withdrawn
+    # A confirmed speculation's answer is the response: no second inference
+    # (a turn still open at the end is flushed after the EndFrame: not counted).
+    end = next(i for i, (f, _) in enumerate(tap.frames) if isinstance(f, EndFrame))
+    fresh = [
+        f for f, _ in tap.frames[:end] if isinstance(f, LLMContextFrame) and not f.speculation
+    ]
+    assert len(fresh) == len(tap.of(UserStoppedSpeakingFrame)) - stop.kept
+    # Each speculation asked about the caller's words at that moment, and the
+    # kept ones are exactly the words the turn was written to the context with.
+    user_msgs = [m["content"] for m in ctx.get_messages() if m.get("role") == "user"]
+    for f in spec:
+        assert f.context.get_messages()[-1]["content"].strip()
+    if stop.kept:
+        kept_texts = {f.context.get_messages()[-1]["content"] for f in spec}
+        assert any(m in kept_texts for m in user_msgs)
+
+
+async def test_withdrawn_when_the_caller_goes_on() -> None:
+    """A call with mid-turn holds: at least one eager draft is voided by the
+    caller going on, and its speculation is withdrawn, never released."""
+    rec = load_recording(CORPUS / "booking-think-03")
+    engine = TurnkitTurnEngine("fused")
+    drafter = EagerDrafter(engine.clock)
+    ctx = LLMContext()
+    stop = TurnkitUserTurnStopStrategy(engine, drafter=drafter, context=ctx)
+    tap = Tap()
+    await _run([_user(engine, stop, ctx), tap], engine, recording_frames(rec))
+    assert drafter.stats.cancelled >= 1
+    assert stop.withdrawn >= 1
+    assert tap.of(EagerEndOfTurnCancelFrame)
+
+
+# -- tools through the gate ------------------------------------------------------
+
+CALLS: list[tuple[str, dict[str, Any]]] = []
+
+
+@tool(effect="read", timeout_s=2)
+async def order_status(order: str) -> dict[str, str]:
+    """Where an order is."""
+    CALLS.append(("order_status", {"order": order}))
+    await asyncio.sleep(0.05)
+    return {"order": order, "status": "shipped"}
+
+
+@tool(effect="write", timeout_s=2)
+async def cancel_order(order: str, idempotency_key: str = "") -> str:
+    """Cancel an order."""
+    CALLS.append(("cancel_order", {"order": order, "key": idempotency_key}))
+    return f"cancelled {order}"
+
+
+async def test_gate_draft_reads_prefetched_writes_only_in_confirmed_turn() -> None:
+    """GatedFunctions on a real OpenAILLMService (no request is made): in a
+    speculation Pipecat withdraws the tool call, the gate prefetches only the
+    read; the confirmed turn's identical read comes from the draft's cache,
+    the write runs once (a repeat is answered from the ledger)."""
+    CALLS.clear()
+    clock = VirtualClock()
+    functions = GatedFunctions([order_status, cancel_order], clock, session_id="t")
+    llm = OpenAILLMService(
+        api_key="none",
+        base_url="http://127.0.0.1:9/v1",
+        settings=OpenAILLMService.Settings(model="x"),
+    )
+    functions.register(llm)
+    tap = Tap()
+    task = PipelineTask(Pipeline([llm, tap]), cancel_on_idle_timeout=False)
+    runner = PipelineRunner(handle_sigint=False)
+    await runner.add_workers(task)
+    run = asyncio.ensure_future(runner.run())
+    await asyncio.sleep(0.3)
+    try:
+        ctx = LLMContext(tools=functions.tools_schema())
+        calls = [
+            FunctionCallFromLLM("order_status", "c1", {"order": "A7"}, ctx),
+            FunctionCallFromLLM("cancel_order", "c2", {"order": "A7"}, ctx),
+        ]
+        # An eager draft is open and the service is speculating.
+        functions.start_draft(draft_id=1)
+        llm._speculation_gate.begin_speculation(True)
+        await llm.run_function_calls(calls)
+        await asyncio.sleep(0.2)
+        assert functions.prefetched == 1
+        assert CALLS == [("order_status", {"order": "A7"})]  # the write never ran
+        assert tap.of(EagerEndOfTurnCancelFrame)  # Pipecat withdrew the speculation
+        # The turn is confirmed with the draft's words; the fresh inference calls again.
+        llm._speculation_gate.process(UserStoppedSpeakingFrame(), FrameDirection.DOWNSTREAM)
+        functions.confirm_draft()
+        await llm.run_function_calls(calls)
+        await asyncio.sleep(0.3)
+        results = tap.of(FunctionCallResultFrame)
+        assert [r.function_name for r in results] == ["order_status", "cancel_order"]
+        assert results[0].result == {"order": "A7", "status": "shipped"}
+        assert functions.results[0].from_draft_cache
+        assert [c[0] for c in CALLS] == ["order_status", "cancel_order"]
+        key = CALLS[1][1]["key"]
+        assert key
+        # The same write again in the same turn: the ledger answers, nothing runs.
+        await llm.run_function_calls([FunctionCallFromLLM("cancel_order", "c3", {"order": "A7"}, ctx)])
+        await asyncio.sleep(0.2)
+        assert len(CALLS) == 2
+        assert functions.results[-1].idempotency_key == key
+    finally:
+        await task.cancel()
+        await asyncio.wait_for(run, 10)
+
+
+async def test_gate_discarded_draft_runs_nothing_and_write_deferred_in_draft() -> None:
+    CALLS.clear()
+    clock = VirtualClock()
+    functions = GatedFunctions([order_status, cancel_order], clock)
+    draft = functions.start_draft(draft_id=1)
+    r = await functions.gate.call(draft, "cancel_order", {"order": "B2"})
+    assert r.deferred and CALLS == []
+    functions.discard_draft()  # the caller went on
+    turn = functions.begin_turn()
+    assert await functions.gate.wait_writes(turn) == []
+    assert CALLS == []
+
+
+@pytest.fixture(scope="module")
+def llama_url() -> Any:
+    from engine import EngineMissing, require_engine, running_llama_server
+
+    try:
+        require_engine()
+    except EngineMissing as exc:
+        pytest.skip(str(exc))
+    with running_llama_server() as url:
+        yield url
+
+
+async def test_speculation_through_openai_llm_service_on_llama_server(llama_url: str) -> None:
+    """The whole eager path with Pipecat's real OpenAILLMService on a real
+    llama-server: speculative inferences run, a kept one's tokens reach the
+    output only after the turn is confirmed, withdrawn ones never do."""
+    rec = load_recording(CORPUS / "easy-order-status-01")
+    engine = TurnkitTurnEngine("fused")
+    drafter = EagerDrafter(engine.clock)
+    ctx = LLMContext([{"role": "system", "content": "You are a helpful shop assistant."}])
+    stop = TurnkitUserTurnStopStrategy(engine, drafter=drafter, context=ctx)
+    llm = OpenAILLMService(
+        api_key="none",
+        base_url=llama_url,
+        settings=OpenAILLMService.Settings(model="smollm2", max_tokens=12, temperature=0.0),
+    )
+    tap = Tap()
+    await _run([_user(engine, stop, ctx), llm, tap], engine, recording_frames(rec))
+    await asyncio.sleep(0)
+    assert stop.speculations >= 1
+    texts = tap.of(LLMTextFrame)
+    assert texts, "no reply text came out of the real engine"
+    # One reply with text per confirmed turn (kept speculations included),
+    # none for withdrawn ones, and no text before the first confirmed end.
+    kinds = [type(f).__name__ for f, _ in tap.frames]
+    replies, has_text = 0, False
+    for k in kinds:
+        if k == "LLMFullResponseStartFrame":
+            has_text = False
+        elif k == "LLMTextFrame":
+            has_text = True
+        elif k == "LLMFullResponseEndFrame":
+            replies += has_text
+    assert stop.withdrawn >= 1 or stop.kept >= 1
+    assert replies == kinds.count("UserStoppedSpeakingFrame")
+    assert kinds.index("UserStoppedSpeakingFrame") < kinds.index("LLMTextFrame")
