@@ -48,6 +48,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from dataclasses import dataclass, field
@@ -435,6 +436,10 @@ class BargeInFilter:
         self.reasons: list[str] = []
         self.acknowledgements: list[str] = []
         self.pending_stops = 0
+        self.provisional_stops = 0  # wordless stops held (paused or talked through)
+        self.resumes = 0  # of which no words followed
+        self._held_stop: str | None = None
+        self._paused = False
         self.truncations: list[Truncation] = []
         self._finals: list[str] = []
         self._interim = ""
@@ -490,19 +495,30 @@ class BargeInFilter:
     def _act(self, d: Decision) -> None:
         reason = self.ack.reason
         if d is Decision.STOP:
-            speech = self.session.current_speech
-            if speech is not None and speech.allow_interruptions and not speech.interrupted:
-                self.stops += 1
-                self.reasons.append(reason)
-                log.info("turnkit barge-in at %.2f s: %s", self.clock.now(), reason)
-                self.session.interrupt()
-            # LiveKit drops an interrupted reply: there is nothing to resume.
-            self.ack.confirm()
+            if not self._interruptible():
+                self.ack.confirm()
+            elif getattr(self.ack, "_provisional", False):
+                # Provisional: no word yet (a cough, a long "mmm", echo the
+                # filter missed). Pause when the speaker can, else keep
+                # talking; words confirm it, silence resumes.
+                self._held_stop = reason
+                self.provisional_stops += 1
+                out = self.session.output.audio
+                if out is not None and out.can_pause:
+                    self._paused = True
+                    out.pause()
+                log.info("turnkit barge-in at %.2f s: %s, waiting for words", self._t(), reason)
+            else:
+                self._interrupt(reason)
+        elif d is Decision.RESUME:
+            self._release_hold()
+        elif self._held_stop is not None and reason.endswith("(words followed)"):
+            self._interrupt(reason)
         elif d is Decision.KEEP and reason is not self._last_reason and reason.startswith(
             "acknowledgement"
         ):
             self.acknowledgements.append(reason)
-            log.info("turnkit barge-in at %.2f s: %s, agent keeps talking", self.clock.now(), reason)
+            log.info("turnkit barge-in at %.2f s: %s, agent keeps talking", self._t(), reason)
             self._finals, self._interim = [], ""
             # LiveKit emits the transcript event before it adds the words to
             # the turn: clear once it has (same loop turn, before its end of
@@ -510,13 +526,39 @@ class BargeInFilter:
             asyncio.get_running_loop().call_soon(self._clear_user_turn)
         self._last_reason = reason
 
+    def _t(self) -> float:
+        return self.clock.now()
+
+    def _interruptible(self) -> bool:
+        speech = self.session.current_speech
+        return speech is not None and speech.allow_interruptions and not speech.interrupted
+
+    def _interrupt(self, reason: str) -> None:
+        self._held_stop = None
+        self._paused = False
+        if self._interruptible():
+            self.stops += 1
+            self.reasons.append(reason)
+            log.info("turnkit barge-in at %.2f s: %s", self._t(), reason)
+            self.session.interrupt()
+        # LiveKit drops an interrupted reply: nothing is left to resume.
+        self.ack.confirm()
+
+    def _release_hold(self) -> None:
+        self._held_stop = None
+        self.resumes += 1
+        if self._paused:
+            self._paused = False
+            out = self.session.output.audio
+            if out is not None:
+                out.resume()
+        log.info("turnkit barge-in at %.2f s: no words followed, agent goes on", self._t())
+
     _last_reason = ""
 
     def _clear_user_turn(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # the session closed meanwhile
             self.session.clear_user_turn()
-        except RuntimeError:  # the session closed meanwhile
-            pass
 
     def _pending_reply(self, v: VADStep) -> None:
         """Caller speech while a reply is pending but not yet audible: the
