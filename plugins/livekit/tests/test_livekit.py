@@ -337,6 +337,7 @@ async def test_recorder_round_trip(tmp_path: Path) -> None:
     assert "saturday" in turns[0].text.lower()
     assert turns[0].start < 1.6 and turns[0].end > 4.3  # the caller's speech, by the VAD
     assert len(rec.agent_turns) == 1
+    assert rec.agent_turns[0].text == "Sure, a table for four on Saturday."  # FakeLLM's reply
     import subprocess
 
     out = subprocess.run(

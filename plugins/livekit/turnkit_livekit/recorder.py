@@ -6,7 +6,7 @@ feeds turnkit's framework-free :class:`~turnkit.replay.recorder.CallRecorder`
 from what the session sees: every caller frame as it arrives, every agent
 frame as it is handed to the speaker (``clear_buffer`` = interrupted), the
 user's speaking state (LiveKit's VAD edges), final transcripts, the agent's
-text, and each committed user turn (with its ``ChatMessage.metrics``) as a
+text (each reply as LiveKit stores it, placed where its audio began), and each committed user turn (with its ``ChatMessage.metrics``) as a
 live turn event. The folder is written when the session closes.
 
 Example::
@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,8 @@ def record_session(
     session: AgentSession, folder: Path | str, *, call_id: str | None = None
 ) -> CallRecorder:
     """Record ``session`` into ``folder`` (written on the session's close)."""
-    rec = CallRecorder(folder, clock=RealClock(), call_id=call_id, source="livekit")
+    clock = RealClock()
+    rec = CallRecorder(folder, clock=clock, call_id=call_id, source="livekit")
     if session.input.audio is not None:
         session.input.audio = _RecordingInput(session.input.audio, rec)
     if session.output.audio is not None:
@@ -107,7 +109,11 @@ def record_session(
         if rec.finished or not isinstance(item, llm.ChatMessage):
             return
         if item.role == "assistant":
-            rec.agent_text(item.text_content or "")
+            # LiveKit adds the reply after its audio ended (cut to what was
+            # heard when interrupted); it belongs where it started to play.
+            started = item.metrics.get("started_speaking_at") or item.created_at
+            lag = max(0.0, time.time() - float(started))
+            rec.agent_text(item.text_content or "", at=clock.now() - lag)
         elif item.role == "user":
             metrics = {k: v for k, v in dict(item.metrics).items() if _jsonable(v)}
             rec.turn_event("user_turn_end", text=item.text_content or "", metrics=metrics)
