@@ -3,6 +3,7 @@ policies as user turn strategies, eager drafting through Pipecat's
 speculation path, per-turn stage metrics, a turnkit.recording/v1 call
 recorder, and offline replay of recorded calls through Pipecat."""
 
+from turnkit_pipecat.echo import EchoReferenceTap
 from turnkit_pipecat.engine import EngineStep, TurnkitTurnEngine
 from turnkit_pipecat.metrics import TurnMetrics, TurnMetricsObserver
 from turnkit_pipecat.recorder import TurnkitRecorder
@@ -10,6 +11,7 @@ from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUser
 from turnkit_pipecat.tools import GatedFunctions
 
 __all__ = [
+    "EchoReferenceTap",
     "EngineStep",
     "GatedFunctions",
     "TurnMetrics",

@@ -71,6 +71,7 @@ class EngineStep:
 
     audio: list[AudioInFrame] = field(default_factory=list)
     signals: list[SystemFrame] = field(default_factory=list)
+    transcript: TranscriptFrame | None = None  # the whole-turn transcript it made
 
     @property
     def speech_started(self) -> bool:
@@ -112,6 +113,9 @@ class TurnkitTurnEngine:
         self.echo = echo
         self.echo_frames = 0  # caller frames the echo filter judged echo only
         self.bot_speaking = False
+        self.agent_text = ""  # the bot's last reply (context for detectors, barge-in)
+        self.bot_words = ""  # what the bot has spoken of its current reply (TTS words)
+        self._bot_listeners: list[Callable[[str], None]] = []
         self.transcript = ""  # normalised whole-turn transcript so far
         self._finals: list[str] = []
         self._words: list[Word] = []
@@ -166,7 +170,17 @@ class TurnkitTurnEngine:
         self.transcript = ""
 
     def set_agent_text(self, text: str) -> None:
+        self.agent_text = text
         self.detector.set_agent_text(text)
+
+    def on_bot_words(self, text: str | Callable[[str], None]) -> None:
+        """With a callable: call it with the bot's spoken words so far each
+        time they grow. With text: those words grew (an output tap says so)."""
+        if callable(text):
+            self._bot_listeners.append(text)
+            return
+        for fn in self._bot_listeners:
+            fn(text)
 
     # -- frames --------------------------------------------------------------------
     async def feed(self, frame: Frame) -> EngineStep:
@@ -186,6 +200,9 @@ class TurnkitTurnEngine:
             self.bot_speaking = True
         elif isinstance(frame, BotStoppedSpeakingFrame):
             self.bot_speaking = False
+        self.agent_text = ""  # the bot's last reply (context for detectors, barge-in)
+        self.bot_words = ""  # what the bot has spoken of its current reply (TTS words)
+        self._bot_listeners: list[Callable[[str], None]] = []
         self._last = (frame, step)
         self._fed.set()
         return step
@@ -276,6 +293,7 @@ class TurnkitTurnEngine:
             spoken_until=spoken_until,
             words=[*self._words] if final else [*self._words, *words],
         )
+        step.transcript = tf
         self._emit(tf)
         self._signals(await self.detector.on_transcript(tf), step)
 

@@ -36,6 +36,8 @@ from __future__ import annotations
 import logging
 
 from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
     EagerEndOfTurnCancelFrame,
     Frame,
     InputAudioRawFrame,
@@ -45,7 +47,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.turns.types import ProcessFrameResult, UserTurnSpeculation
 from pipecat.turns.user_start import BaseUserTurnStartStrategy
 from pipecat.turns.user_stop import BaseUserTurnStopStrategy
-from turnkit.barge_in.policy import BargeInPolicy, VADBargeIn
+from turnkit.barge_in.policy import BargeInPolicy, FilteredBargeIn
 from turnkit.drafting.drafter import EagerDrafter
 from turnkit.frames import TurnEagerFrame, TurnEndFrame, TurnResumedFrame
 
@@ -60,7 +62,16 @@ log = logging.getLogger(__name__)
 class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
     """Starts a user turn when turnkit's VAD confirms caller speech; while
     the bot speaks, only when ``barge_in`` says the sound takes the floor
-    (then Pipecat broadcasts the interruption)."""
+    (then Pipecat broadcasts the interruption).
+
+    ``barge_in`` defaults to turnkit's
+    :class:`~turnkit.barge_in.policy.FilteredBargeIn` (acknowledgement
+    filter: "uh-huh" and the bot's own words coming back do not take the
+    floor); pass :class:`~turnkit.barge_in.policy.VADBargeIn` for Pipecat's
+    usual any-speech-interrupts. It sees every caller frame (after the
+    engine's echo filter, if any), every transcript, and the bot's playback
+    (``BotStarted/StoppedSpeakingFrame``, spoken words from
+    :class:`~turnkit_pipecat.echo.EchoReferenceTap`)."""
 
     def __init__(
         self,
@@ -72,13 +83,23 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.engine = engine
         self.barge_in: BargeInPolicy = (
-            barge_in if barge_in is not None else VADBargeIn(engine.clock)
+            barge_in if barge_in is not None else FilteredBargeIn(engine.clock)
         )
         self.interruptions = 0
         self.ignored = 0  # speech onsets the policy let the bot talk through
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult:
         step = await self.engine.feed(frame)
+        if isinstance(frame, BotStartedSpeakingFrame):
+            text = self.engine.bot_words or self.engine.agent_text
+            self.barge_in.on_agent_started(text, self.engine.now)
+        elif isinstance(frame, BotStoppedSpeakingFrame):
+            self.barge_in.on_agent_stopped(self.engine.now)
+        # Words decide a barge-in too ("wait" is a bid, "uh-huh" is not).
+        words = step.transcript
+        if words is not None and self.engine.bot_speaking and self.barge_in.on_transcript(words):
+            await self._interrupt()
+            return ProcessFrameResult.CONTINUE
         if not isinstance(frame, InputAudioRawFrame):
             return ProcessFrameResult.CONTINUE
         for af in step.audio:
@@ -86,8 +107,7 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
             assert vad is not None
             if self.engine.bot_speaking:
                 if self.barge_in.should_stop(af, vad):
-                    self.interruptions += 1
-                    await self.trigger_user_turn_started()
+                    await self._interrupt()
                     return ProcessFrameResult.CONTINUE
                 if vad.started:
                     self.ignored += 1
@@ -96,9 +116,19 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
                 return ProcessFrameResult.CONTINUE
         return ProcessFrameResult.CONTINUE
 
+    async def _interrupt(self) -> None:
+        self.interruptions += 1
+        await self.trigger_user_turn_started()
+
     async def handle_user_turn_started(self) -> None:
         self.engine.new_turn()
         self.barge_in.reset()
+        if self.engine.bot_speaking:
+            # The policy's segment bookkeeping starts over with the bot still
+            # talking (the interruption stops it; BotStopped follows).
+            self.barge_in.on_agent_started(
+                self.engine.bot_words or self.engine.agent_text, self.engine.now
+            )
 
 
 class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):

@@ -38,8 +38,8 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pipecat.adapters.schemas.function_schema import FunctionSchema
-from pipecat.adapters.schemas.tools_schema import ToolsSchema
+from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import FunctionCallFromLLM
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 from turnkit.clock import Clock

@@ -1,0 +1,69 @@
+"""The bot's played audio and words, back to the turn engine.
+
+:class:`EchoReferenceTap` sits right after ``transport.output()``: each
+``OutputAudioRawFrame`` it sees has just been written to the speaker, so it
+is the echo filter's reference (what can come back into the microphone), at
+that instant on the engine's audio clock; each ``TTSTextFrame`` is a word the
+bot has spoken, the acknowledgement filter's context ("okay" answers a
+question the bot asked; it does not take the floor from a statement).
+
+Example::
+
+    engine = TurnkitTurnEngine("fused", echo=EchoFilter())
+    pipeline = Pipeline([transport.input(), stt, user_agg, llm, tts,
+                         transport.output(), EchoReferenceTap(engine), assistant_agg])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import soxr
+from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    Frame,
+    OutputAudioRawFrame,
+    TTSTextFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+from turnkit_pipecat.engine import SAMPLE_RATE, TurnkitTurnEngine
+
+__all__ = ["EchoReferenceTap"]
+
+
+class EchoReferenceTap(FrameProcessor):
+    """Feeds the engine the bot audio that was played (echo reference) and
+    the words that were spoken (barge-in context); passes every frame on."""
+
+    def __init__(self, engine: TurnkitTurnEngine) -> None:
+        super().__init__()
+        self.engine = engine
+        self.reference_s = 0.0  # bot audio handed to the echo filter
+        self._rate = 0
+        self._resampler: soxr.ResampleStream | None = None
+
+    def _to_16k(self, frame: OutputAudioRawFrame) -> np.ndarray:
+        pcm = np.frombuffer(frame.audio, dtype="<i2")
+        if frame.num_channels > 1:
+            pcm = pcm[:: frame.num_channels]
+        audio = pcm.astype(np.float32) / 32768.0
+        if frame.sample_rate == SAMPLE_RATE:
+            return audio
+        if frame.sample_rate != self._rate or self._resampler is None:
+            self._rate = frame.sample_rate
+            self._resampler = soxr.ResampleStream(frame.sample_rate, SAMPLE_RATE, 1, "float32")
+        return self._resampler.resample_chunk(audio)
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if direction is FrameDirection.DOWNSTREAM:
+            if isinstance(frame, OutputAudioRawFrame):
+                audio = self._to_16k(frame)
+                self.engine.push_reference(audio)
+                self.reference_s += len(audio) / SAMPLE_RATE
+            elif isinstance(frame, BotStartedSpeakingFrame):
+                self.engine.bot_words = ""
+            elif isinstance(frame, TTSTextFrame) and frame.text.strip():
+                self.engine.bot_words = f"{self.engine.bot_words} {frame.text.strip()}".strip()
+                self.engine.on_bot_words(self.engine.bot_words)
+        await self.push_frame(frame, direction)
