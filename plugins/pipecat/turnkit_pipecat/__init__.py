@@ -1,10 +1,13 @@
 """turnkit for Pipecat 1.x: turnkit's end-of-turn detectors and barge-in
-policies as user turn strategies, eager drafting through Pipecat's
-speculation path, per-turn stage metrics, a turnkit.recording/v1 call
-recorder, and offline replay of recorded calls through Pipecat."""
+filters as user turn strategies (echo filter fed by the bot's played audio),
+eager drafting through Pipecat's speculation path, function calls through
+turnkit's tool gate, filler lines during slow calls, per-turn stage metrics,
+a turnkit.recording/v1 call recorder, and offline replay of recorded calls
+through Pipecat."""
 
 from turnkit_pipecat.echo import EchoReferenceTap
 from turnkit_pipecat.engine import EngineStep, TurnkitTurnEngine
+from turnkit_pipecat.fillers import FillerProcessor
 from turnkit_pipecat.metrics import TurnMetrics, TurnMetricsObserver
 from turnkit_pipecat.recorder import TurnkitRecorder
 from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUserTurnStopStrategy
@@ -13,6 +16,7 @@ from turnkit_pipecat.tools import GatedFunctions
 __all__ = [
     "EchoReferenceTap",
     "EngineStep",
+    "FillerProcessor",
     "GatedFunctions",
     "TurnMetrics",
     "TurnMetricsObserver",
