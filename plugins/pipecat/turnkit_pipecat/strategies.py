@@ -42,6 +42,8 @@ from pipecat.frames.frames import (
     Frame,
     InputAudioRawFrame,
     StartFrame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.turns.types import ProcessFrameResult, UserTurnSpeculation
@@ -78,10 +80,18 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         engine: TurnkitTurnEngine,
         *,
         barge_in: BargeInPolicy | None = None,
+        vad_frames: bool = False,
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.engine = engine
+        # Pipecat 1.x runs its VAD inside the user aggregator and broadcasts
+        # its edges; with turnkit's VAD in its place, a segmented STT
+        # (Whisper: OpenAISTTService) needs them: ``vad_frames=True``. Off by
+        # default because Pipecat then also holds a turn end while that VAD
+        # reports speech (a breath after the words), where the turnkit
+        # detector has already decided (the stop goes out once the VAD stops).
+        self.vad_frames = vad_frames
         self.barge_in: BargeInPolicy = (
             barge_in if barge_in is not None else FilteredBargeIn(engine.clock)
         )
@@ -105,6 +115,12 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         for af in step.audio:
             vad = af.vad
             assert vad is not None
+            if self.vad_frames and vad.started:
+                p = self.engine.vad.params
+                await self.broadcast_frame(VADUserStartedSpeakingFrame, start_secs=p.start_ms / 1000)
+            if self.vad_frames and vad.stopped:
+                p = self.engine.vad.params
+                await self.broadcast_frame(VADUserStoppedSpeakingFrame, stop_secs=p.stop_ms / 1000)
             if self.engine.bot_speaking:
                 if self.barge_in.should_stop(af, vad):
                     await self._interrupt()
@@ -155,6 +171,8 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         self.context = context
         self.functions = functions
         self._speculation: UserTurnSpeculation | None = None
+        self._stopped = False
+        self._retry: bool | None = None  # a stop Pipecat ignored (confirms speculation?)
         self.speculations = 0  # speculative inferences started
         self.kept = 0  # ... released by the confirmed end (words unchanged)
         self.withdrawn = 0  # ... withdrawn (the caller went on, or words changed)
@@ -169,6 +187,11 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
             self._speculation = None
             self.withdrawn += 1
         step = await self.engine.feed(frame)
+        if self._retry is not None:
+            if step.speech_started:
+                self._retry = None  # the caller went on: the detector decides again
+            else:
+                await self._stop(confirms=self._retry)
         if self.drafter is not None:
             if step.speech_started:
                 await self._withdraw(self.drafter.on_speech() is not None)
@@ -222,14 +245,26 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
             if action == "use" and speculation is not None:
                 # The held response answers exactly these words: release it.
                 self.kept += 1
-                await self.trigger_user_turn_finalized(confirms_speculation=True)
+                await self._stop(confirms=True)
                 return
             if speculation is not None:
                 self.withdrawn += 1
                 await self.trigger_user_turn_speculation_cancelled()
         elif self.functions is not None:
             self.functions.begin_turn()
-        await self.trigger_user_turn_stopped()
+        await self._stop(confirms=False)
+
+    async def _stop(self, *, confirms: bool) -> None:
+        # Pipecat ignores a stop while its controller still thinks the user
+        # speaks: with the start strategy's VAD frames, the edge that clears
+        # that is queued behind this very frame. Then the stop is retried
+        # on the next frame (after the controller has seen the edge).
+        self._stopped = False
+        if confirms:
+            await self.trigger_user_turn_finalized(confirms_speculation=True)
+        else:
+            await self.trigger_user_turn_stopped()
+        self._retry = None if self._stopped else confirms
 
     async def handle_user_turn_started(self) -> None:
         if self.functions is not None:
@@ -247,6 +282,8 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
                     break
 
     async def handle_user_turn_stopped(self) -> None:
+        self._stopped = True
+        self._retry = None
         if self._speculation is not None:
             # The turn ended some other way (timeout, interruption): nothing
             # else will withdraw the held response.
