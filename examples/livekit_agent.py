@@ -8,7 +8,10 @@ What turnkit does here:
 * gates the tools: ``find_slots`` (read) runs freely, ``book_table`` (write)
   runs once per turn and never twice for a retried turn, ``charge_deposit``
   (write, confirm) waits for the caller's spoken yes;
-* writes its per-turn evidence into each user ``ChatMessage.metrics``.
+* writes its per-turn evidence into each user ``ChatMessage.metrics``;
+* decides barge-ins: the caller's mic goes through turnkit's echo filter
+  before LiveKit's VAD/STT, "uh-huh" / "okay" over the agent is let through,
+  a real bid stops it, and an interrupted reply is stored as the words heard.
 
 Models (all self-hosted, OpenAI-compatible, through livekit-plugins-openai):
 
@@ -39,7 +42,13 @@ from typing import Any
 import httpx
 from livekit.agents import Agent, AgentServer, AgentSession, JobContext, cli, stt
 from livekit.plugins import openai, silero
-from turnkit_livekit import attach, gated_tools, turn_detector
+from turnkit_livekit import (
+    attach,
+    filter_barge_in,
+    gated_tools,
+    interruption_options,
+    turn_detector,
+)
 
 from turnkit.clock import RealClock
 from turnkit.drafting import ToolGate, tool
@@ -129,6 +138,8 @@ def build(session_id: str = "console") -> tuple[AgentSession, Agent, Any, Any]:
             "turn_detection": detector,
             # the detector decides; LiveKit's own delay only adds to it
             "endpointing": {"min_delay": 0.2 if streaming else 0.4, "max_delay": 3.0},
+            # turnkit decides barge-ins (filter_barge_in below): LiveKit stands down
+            "interruption": interruption_options(),
         },
     )
     gated.bind(session)
@@ -157,6 +168,21 @@ async def entrypoint(ctx: JobContext) -> None:
             log.info("turn %d: %s", i, m)
 
     await session.start(agent, room=ctx.room)
+    # echo + acknowledgement filters on the interruption path; an interrupted
+    # reply is stored as the words the caller heard
+    barge_in = filter_barge_in(session, language="en")
+
+    @session.on("close")
+    def _barge_ins(_: Any) -> None:
+        log.info(
+            "barge-ins: %d stops %s, %d acknowledgements let through, %d replies cut",
+            barge_in.stops,
+            barge_in.reasons,
+            len(barge_in.acknowledgements),
+            len(barge_in.truncations),
+        )
+
+    # the greeting also lets the echo filter learn the echo path
     await session.generate_reply(instructions="Greet the caller and ask how you can help.")
 
 

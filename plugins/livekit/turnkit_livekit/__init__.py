@@ -7,6 +7,9 @@
   caller transcripts and agent text fed to streaming detectors that read them;
 * :func:`gated_tools` — turnkit ``@tool`` functions as LiveKit function tools
   behind a :class:`turnkit.drafting.ToolGate`;
+* :func:`filter_barge_in` — turnkit's echo and acknowledgement filters decide
+  LiveKit's interruptions (with :func:`interruption_options`), and an
+  interrupted reply is stored as the words the caller heard;
 * :func:`record_session` — the call as ``turnkit.recording/v1`` for ``turnkit replay``.
 
 Example::
@@ -18,6 +21,7 @@ Example::
     attach(session, detector)
 """
 
+from turnkit_livekit.barge_in import BargeInFilter, filter_barge_in, interruption_options
 from turnkit_livekit.detectors import (
     TurnkitDetectorStream,
     TurnkitStreamingDetector,
@@ -29,13 +33,16 @@ from turnkit_livekit.session import TurnMetrics, attach
 from turnkit_livekit.tools import GatedTools, gated_tools
 
 __all__ = [
+    "BargeInFilter",
     "GatedTools",
     "TurnMetrics",
     "TurnkitDetectorStream",
     "TurnkitStreamingDetector",
     "TurnkitTextDetector",
     "attach",
+    "filter_barge_in",
     "gated_tools",
+    "interruption_options",
     "record_session",
     "turn_detector",
 ]

@@ -226,27 +226,39 @@ class ReplyTextTap(TextOutput):
         super().__init__(label="turnkit-reply-text", next_in_chain=next_in_chain)
         self.text = ""
         self.words: list[Word] = []
+        self.anchors: list[tuple[float, int]] = []
         self.timed = True
         self.flushed = False
         self.texts: list[str] = []  # each finished text segment (for recorders)
         self.listeners: list[Any] = []
 
-    def take(self) -> tuple[str, list[Word], bool]:
-        out = (self.text, self.words, self.timed and bool(self.words))
+    def take(self) -> tuple[str, list[Word], bool, list[tuple[float, int]]]:
+        out = (self.text, self.words, self.timed and bool(self.words), self.anchors)
         self.text, self.words, self.timed, self.flushed = "", [], True, False
+        self.anchors = []
         return out
 
     async def capture_text(self, text: str) -> None:
         if self.flushed:
             self.take()  # a new segment's text: the last one had no audio
-        self.text += text
-        if isinstance(text, TimedString) and _given(text.start_time) and _given(text.end_time):
-            if text.strip():
-                self.words.append(
-                    Word(text=text.strip(), start=float(text.start_time), end=float(text.end_time))
-                )
+        if isinstance(text, TimedString) and _given(text.start_time):
+            if _given(text.end_time):
+                if text.strip():
+                    self.words.append(
+                        Word(
+                            text=text.strip(),
+                            start=float(text.start_time),
+                            end=float(text.end_time),
+                        )
+                    )
+            else:
+                # A sentence's start time (LiveKit's TTS stream adapter): the
+                # audio before it covers the text before it.
+                self.timed = False
+                self.anchors.append((float(text.start_time), len(self.text)))
         elif text.strip():
             self.timed = False
+        self.text += text
         if self.next_in_chain is not None:
             await self.next_in_chain.capture_text(text)
 
@@ -601,11 +613,12 @@ class BargeInFilter:
         self, reply: _Reply, played_s: float, interrupted: bool, livekit: str | None
     ) -> str | None:
         self.ack.agent_stopped()
-        text, words, timed = self.text.take()
+        text, words, timed, anchors = self.text.take()
         rid = reply.reply_id
         self.cursor.on_text(rid, text, append=False)
         if timed:
             self.cursor.on_words(rid, words)
+        self.cursor.reply(rid).anchors.extend(a for a in anchors if a[1] > 0)
         self.cursor.on_mark(rid, played_s)
         self.cursor.on_stopped(rid, "interrupted" if interrupted else "completed")
         if not interrupted or not text.strip():
