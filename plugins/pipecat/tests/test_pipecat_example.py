@@ -1,0 +1,40 @@
+"""examples/pipecat_agent.py end to end on the real llama-server: a recorded
+call through the agent's turn-taking (turnkit strategies, drafting, gated
+tools) and Pipecat's OpenAILLMService; every confirmed turn gets a reply."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def test_agent_selfcheck_with_llama_server() -> None:
+    from engine import EngineMissing, require_engine, running_llama_server
+
+    try:
+        require_engine()
+    except EngineMissing as exc:
+        pytest.skip(str(exc))
+    with running_llama_server() as url:
+        env = dict(os.environ, TURNKIT_LLM_BASE_URL=url, TURNKIT_DETECTOR="fused")
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "pipecat_agent.py"), "selfcheck"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert out.returncode == 0, out.stderr[-2000:]
+    summary = next(line for line in out.stdout.splitlines() if line.startswith("selfcheck:"))
+    ends = int(summary.split()[1])
+    replies = int(summary.split(", ")[1].split()[0])
+    assert ends == 3 and replies == ends, summary
+    assert out.stdout.count("caller (") == ends
+    assert out.stdout.count("  agent: ") == replies
