@@ -92,6 +92,12 @@ class AckFilter:
 
     # -- agent side -----------------------------------------------------------
     @property
+    def provisional(self) -> bool:
+        """The last stop was made on speech without words yet: words will
+        confirm it, silence will resume the agent."""
+        return self._provisional
+
+    @property
     def agent_speaking(self) -> bool:
         return self._agent_start is not None
 

@@ -509,7 +509,7 @@ class BargeInFilter:
         if d is Decision.STOP:
             if not self._interruptible():
                 self.ack.confirm()
-            elif getattr(self.ack, "_provisional", False):
+            elif self.ack.provisional:
                 # Provisional: no word yet (a cough, a long "mmm", echo the
                 # filter missed). Pause when the speaker can, else keep
                 # talking; words confirm it, silence resumes.
