@@ -1,7 +1,8 @@
 """turnkit for Pipecat 1.x: turnkit's end-of-turn detectors and barge-in
 filters as user turn strategies (echo filter fed by the bot's played audio),
 eager drafting through Pipecat's speculation path, function calls through
-turnkit's tool gate, filler lines during slow calls, per-turn stage metrics,
+turnkit's tool gate, filler lines during slow calls, the context cut to what
+the caller heard on interruption, per-turn stage metrics,
 a turnkit.recording/v1 call recorder, and offline replay of recorded calls
 through Pipecat."""
 
@@ -12,12 +13,14 @@ from turnkit_pipecat.metrics import TurnMetrics, TurnMetricsObserver
 from turnkit_pipecat.recorder import TurnkitRecorder
 from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUserTurnStopStrategy
 from turnkit_pipecat.tools import GatedFunctions
+from turnkit_pipecat.truncation import HeardTruncation
 
 __all__ = [
     "EchoReferenceTap",
     "EngineStep",
     "FillerProcessor",
     "GatedFunctions",
+    "HeardTruncation",
     "TurnMetrics",
     "TurnMetricsObserver",
     "TurnkitRecorder",
