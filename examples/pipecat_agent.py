@@ -13,6 +13,7 @@ What turnkit does here (all in Pipecat's own places):
 * gates the tools: ``order_status`` (read) may be prefetched by a draft,
   ``cancel_order`` (write) runs once per confirmed turn, never in a draft;
 * plays a filler line (pre-rendered by espeak-ng) when a tool runs long;
+* keeps an interrupted reply in the context as the words the caller heard;
 * logs turnkit's per-turn stage metrics, and records each call as
   ``turnkit.recording/v1`` when ``TURNKIT_RECORD_DIR`` is set (replay it with
   ``turnkit replay`` or ``examples/pipecat_replay.py``).
@@ -64,6 +65,7 @@ from turnkit_pipecat import (
     EchoReferenceTap,
     FillerProcessor,
     GatedFunctions,
+    HeardTruncation,
     TurnkitRecorder,
     TurnkitTurnEngine,
     TurnkitUserTurnStartStrategy,
@@ -195,11 +197,13 @@ async def live(mode: str) -> None:
         await _fillers(),
         transport.output(),
         EchoReferenceTap(engine),
+        truncation := HeardTruncation(),
     ]
     record = os.environ.get("TURNKIT_RECORD_DIR")
     if record:
         processors.append(TurnkitRecorder(Path(record) / "call", engine=engine))
     processors.append(parts["assistant"])
+    truncation.attach(parts["assistant"], parts["context"])
     task = PipelineTask(
         Pipeline(processors),
         params=PipelineParams(audio_in_sample_rate=16000, audio_out_sample_rate=OUT_RATE),

@@ -100,6 +100,20 @@ async def test_replay_in_pipecat_agrees_with_turnkit_replay() -> None:
         assert all(t.response_ms is not None for t in got.turns)
 
 
+async def test_replay_in_pipecat_agrees_on_barge_in_calls_with_filters() -> None:
+    """Calls with echo, backchannels and barge-ins, with turnkit replay's
+    echo + acknowledgement filters and the fused detector (model cost left
+    out: it is wall time, different in any two runs): the same turns."""
+    config = ReplayConfig(count_compute=False)
+    for name in ("account-bargein-07", "travel-hard-09"):
+        rec = load_recording(CORPUS / name)
+        got = await replay_in_pipecat(rec, "fused", config)
+        want = await replay_call(rec, "fused", config)
+        assert got.echo_reference == want.echo_reference == "agent.wav"
+        assert [t.row() for t in got.turns] == [t.row() for t in want.turns]
+        assert all(t.response_ms is not None for t in got.turns)
+
+
 async def test_recorder_processor_round_trip(tmp_path: Path) -> None:
     """A call recorded by TurnkitRecorder inside a Pipecat pipeline loads,
     has the source's caller turns and text, and replays."""
