@@ -207,7 +207,9 @@ async def live(mode: str) -> None:
     task = PipelineTask(
         Pipeline(processors),
         params=PipelineParams(audio_in_sample_rate=16000, audio_out_sample_rate=OUT_RATE),
-        observers=[TurnMetricsObserver(on_turn=lambda m: print("turn metrics:", m.as_dict()))],
+        observers=[
+            TurnMetricsObserver(on_turn=lambda m: print("turn metrics:", m.as_dict()), engine=engine)
+        ],
     )
     await PipelineRunner().run(task)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     EndFrame,
@@ -32,6 +33,7 @@ from turnkit_pipecat import (
     TurnkitTurnEngine,
     TurnkitUserTurnStartStrategy,
     TurnkitUserTurnStopStrategy,
+    TurnMetricsObserver,
 )
 from turnkit_pipecat.replay import feed_frames, recording_frames, replay_in_pipecat
 
@@ -68,6 +70,23 @@ async def test_run_test_turns_from_corpus_audio_match_turnkit_replay() -> None:
     # Each decision closes one labelled turn, after its end.
     for d, t in zip(engine.decisions, rec.caller_turns, strict=True):
         assert t.end < d.at < t.end + 1.5
+
+
+async def test_metrics_observer_end_of_turn_delay_from_the_audio_clock() -> None:
+    """With the engine, each turn's end-of-turn delay is the silence
+    detector's wait after the VAD's speech end, as turnkit replay scores it."""
+    rec = load_recording(CORPUS / "easy-order-status-01")
+    frames = [f for f in recording_frames(rec) if isinstance(f, InputAudioRawFrame)]
+    engine = TurnkitTurnEngine("silence")
+    observer = TurnMetricsObserver(engine=engine)
+    await run_test(_aggregator(engine, LLMContext()), frames_to_send=frames, observers=[observer])
+    seen = observer.eot_delays_ms
+    assert len(seen) == len(rec.caller_turns)
+    want = [(d.at - e) * 1000 for d, e in zip(engine.decisions, engine.speech_ends, strict=True)]
+    assert seen == pytest.approx(want, abs=1e-6)
+    # silence's wait after the speech end (its stop_ms, whole 32 ms frames)
+    stop_ms = engine.detector.params.stop_ms  # type: ignore[attr-defined]
+    assert all(stop_ms - 1 <= ms <= stop_ms + 32 + 1 for ms in seen), (seen, stop_ms)
 
 
 async def test_barge_in_policy_decides_interruptions_while_the_bot_speaks() -> None:

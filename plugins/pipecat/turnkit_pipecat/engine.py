@@ -127,6 +127,7 @@ class TurnkitTurnEngine:
         self._last: tuple[Frame, EngineStep] | None = None
         self._listeners: list[Callable[[SystemFrame | AudioInFrame], None]] = []
         self.decisions: list[TurnEndFrame] = []
+        self.speech_ends: list[float] = []  # the VAD's speech end at each decision
         self._fed = asyncio.Event()
         self._seen: set[int] = set()  # ids of text frames fed (see wait_fed)
         self._audio_steps: dict[int, list[AudioInFrame]] = {}
@@ -301,6 +302,7 @@ class TurnkitTurnEngine:
         for s in signals:
             if isinstance(s, TurnEndFrame):
                 self.decisions.append(s)
+                self.speech_ends.append(self.vad.speech_end)
             if isinstance(s, TurnEndFrame | TurnEagerFrame | TurnResumedFrame):
                 step.signals.append(s)
                 self._emit(s)

@@ -3,16 +3,17 @@
 :class:`TurnMetricsObserver` watches the frames a pipeline pushes and, for
 each caller turn, measures turnkit's stages on the pipeline clock:
 
-* ``eot_delay_ms`` — end of the caller's speech (VAD stop minus its
-  ``stop_secs``, or a speech end the turnkit engine reported) to the turn
-  end (``UserStoppedSpeakingFrame``);
+* ``eot_delay_ms`` — end of the caller's speech to the turn end
+  (``UserStoppedSpeakingFrame``): with ``engine``, the turnkit VAD's last
+  speech end on the engine's audio clock (exact at frame resolution);
+  else Pipecat's VAD stop minus its ``stop_secs``;
 * ``llm_ttft_ms`` — the LLM response start to its first text;
 * ``tts_ttfb_ms`` — the first text sent to TTS to its first audio;
 * ``response_ms`` — end of speech to ``BotStartedSpeakingFrame``.
 
 Example::
 
-    metrics = TurnMetricsObserver(on_turn=lambda m: print(m))
+    metrics = TurnMetricsObserver(on_turn=lambda m: print(m), engine=engine)
     task = PipelineTask(pipeline, observers=[metrics])
 """
 
@@ -35,6 +36,8 @@ from pipecat.frames.frames import (
 )
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 
+from turnkit_pipecat.engine import TurnkitTurnEngine
+
 __all__ = ["TurnMetrics", "TurnMetricsObserver"]
 
 log = logging.getLogger(__name__)
@@ -56,9 +59,17 @@ class TurnMetricsObserver(BaseObserver):
     """Measures each turn's stages (see the module docstring); a turn's
     record is complete when the bot starts speaking for it."""
 
-    def __init__(self, on_turn: Callable[[TurnMetrics], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_turn: Callable[[TurnMetrics], None] | None = None,
+        *,
+        engine: TurnkitTurnEngine | None = None,
+    ) -> None:
         super().__init__()
         self.on_turn = on_turn
+        self.engine = engine
+        self._decisions = 0
+        self.eot_delays_ms: list[float] = []  # every turn end's, answered or not
         self.turns: list[TurnMetrics] = []
         self._seen: deque[int] = deque(maxlen=512)
         self._seen_set: set[int] = set()
@@ -68,19 +79,21 @@ class TurnMetricsObserver(BaseObserver):
         self._tts_text: float | None = None
         self._current: TurnMetrics | None = None
 
-    def _first(self, frame_id: int) -> bool:
-        # Observers see every hop of a frame: measure its first push only.
-        if frame_id in self._seen_set:
+    def _first(self, frame: object) -> bool:
+        # Observers see every hop of a frame, and a broadcast frame comes as
+        # two siblings (one each way): measure the first push of the first.
+        ids = [getattr(frame, "id", 0), getattr(frame, "broadcast_sibling_id", None)]
+        if any(i in self._seen_set for i in ids if i is not None):
             return False
         if len(self._seen) == self._seen.maxlen:
             self._seen_set.discard(self._seen[0])
-        self._seen.append(frame_id)
-        self._seen_set.add(frame_id)
+        self._seen.append(ids[0])
+        self._seen_set.add(ids[0])
         return True
 
     async def on_push_frame(self, data: FramePushed) -> None:
         frame = data.frame
-        if not self._first(frame.id):
+        if not self._first(frame):
             return
         t = data.timestamp / 1e9
         if isinstance(frame, UserStartedSpeakingFrame):
@@ -90,7 +103,16 @@ class TurnMetricsObserver(BaseObserver):
         elif isinstance(frame, UserStoppedSpeakingFrame):
             self._stopped = t
             end = self._speech_end if self._speech_end is not None else t
+            eng = self.engine
+            k = self._decisions
+            if eng is not None and len(eng.decisions) > k:
+                # The audio clock knows how long after the caller's speech
+                # end the detector decided (independent of queueing delays);
+                # Pipecat's turn ends follow the engine's decisions in order.
+                self._decisions = k + 1
+                end = t - max(0.0, eng.decisions[k].at - eng.speech_ends[k])
             self._current = TurnMetrics(turn=len(self.turns), eot_delay_ms=(t - end) * 1000)
+            self.eot_delays_ms.append((t - end) * 1000)
             self._speech_end = end
             self._llm_start = self._tts_text = None
         elif self._current is None:
