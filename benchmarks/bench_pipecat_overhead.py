@@ -5,8 +5,10 @@ Overhead: the same corpus call (caller audio in 32 ms InputAudioRawFrames,
 its words as transcription frames, fed in lock step) goes through a real
 Pipecat pipeline with an ``LLMUserAggregator``:
 
-* **bare** — Pipecat's default user turn strategies (the baseline: what the
-  aggregator costs anyway);
+* **bare** — Pipecat's default user turn strategies, no VAD (the baseline:
+  what the aggregator costs anyway);
+* **pipecat vad** — the same with Pipecat's own ``SileroVADAnalyzer`` in the
+  aggregator (what a Pipecat agent runs per frame without turnkit);
 * **turnkit silence** — turnkit's start/stop strategies with the silence
   detector (turnkit's Silero VAD each frame + the acknowledgement filter);
 * **turnkit fused + echo** — the fused detector (Smart Turn audio model +
@@ -59,7 +61,7 @@ PIPECAT_IMPORT = (
 
 
 def _engine(case: str, rec) -> TurnkitTurnEngine | None:  # type: ignore[no-untyped-def]
-    if case == "bare":
+    if case in ("bare", "pipecat vad"):
         return None
     if case == "silence":
         return TurnkitTurnEngine("silence")
@@ -71,6 +73,11 @@ def _engine(case: str, rec) -> TurnkitTurnEngine | None:  # type: ignore[no-unty
 
 async def _run_once(case: str, rec, frames: list[Frame]) -> float:  # type: ignore[no-untyped-def]
     engine = _engine(case, rec)
+    vad = None
+    if case == "pipecat vad":
+        from pipecat.audio.vad.silero import SileroVADAnalyzer
+
+        vad = SileroVADAnalyzer()
     if engine is None:
         strategies = UserTurnStrategies()
     else:
@@ -81,7 +88,10 @@ async def _run_once(case: str, rec, frames: list[Frame]) -> float:  # type: igno
     agg = LLMUserAggregator(
         LLMContext(),
         params=LLMUserAggregatorParams(
-            user_turn_strategies=strategies, user_turn_stop_timeout=3600.0, audio_idle_timeout=0
+            user_turn_strategies=strategies,
+            user_turn_stop_timeout=3600.0,
+            audio_idle_timeout=0,
+            vad_analyzer=vad,
         ),
     )
     task = PipelineTask(
@@ -131,14 +141,15 @@ def main() -> None:
     n_audio = sum(isinstance(f, InputAudioRawFrame) for f in frames)
     print(f"call {rec.id}: {n_audio} audio frames of 32 ms, {len(frames) - n_audio} transcripts")
     us: dict[str, float] = {}
-    for case in ("bare", "silence", "fused+echo"):
+    for case in ("bare", "pipecat vad", "silence", "fused+echo"):
         best = min(asyncio.run(_run_once(case, rec, frames)) for _ in range(args.repeats))
         us[case] = best / n_audio * 1e6
     for case, v in us.items():
         extra = v - us["bare"]
         print(
             f"{case:<12} {v:8.0f} us/frame  {v / us['bare']:5.2f}x bare  "
-            f"(turnkit adds {extra:+.0f} us = {extra / 32000 * 100:.2f}% of a 32 ms frame)"
+            f"{v / us['pipecat vad']:5.2f}x pipecat vad  "
+            f"(+{extra:.0f} us over bare = {extra / 32000 * 100:.2f}% of a 32 ms frame)"
         )
     bare = _import_ms("pass", args.repeats + 2)
     pc = _import_ms(PIPECAT_IMPORT, args.repeats + 2) - bare
