@@ -100,6 +100,7 @@ class SimulatedAgent(FrameProcessor):
         self._draft_ready: dict[int, tuple[float, float]] = {}
         self.replies: list[Reply] = []
         self.decisions: list[TurnEndFrame] = []
+        self.ignored_ends = 0  # turn ends while the agent kept talking
         self._pending: Reply | None = None
         self._speaking: Reply | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -111,7 +112,13 @@ class SimulatedAgent(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         if isinstance(frame, TurnEndFrame):
             self.decisions.append(frame)
-            await self._start_reply(frame)
+            if self._speaking is not None:
+                # The caller's speech did not stop the agent (the barge-in
+                # policy judged it an acknowledgement or echo): its end is
+                # not a turn to answer, as a live agent still talking knows.
+                self.ignored_ends += 1
+            else:
+                await self._start_reply(frame)
         elif isinstance(frame, TurnEagerFrame):
             await self._start_draft(frame)
         elif isinstance(frame, TranscriptFrame):

@@ -84,6 +84,9 @@ class CallScore:
     # A live engine's figures when --llm-url was used: requests, errors,
     # measured TTFTs (ms).
     live_llm: dict[str, Any] | None = None
+    # Turn ends the agent talked through (speech the barge-in policy kept it
+    # talking over: an acknowledgement or echo), not answered.
+    ignored_decisions: int = 0
     # The agent's timeline, for reports: one dict per reply (decision,
     # first audio, stop, reason, the turn it answers).
     replies: list[dict[str, Any]] = field(default_factory=list)
@@ -130,6 +133,7 @@ def score_call(
     llm_requests: int | None = None,
     drafts: dict[str, int] | None = None,
     live_llm: dict[str, Any] | None = None,
+    ignored_decisions: int = 0,
 ) -> CallScore:
     """Score one replayed call. ``replies`` carry the turn each answers
     (``Reply.turn``, attributed by the labels at decision time)."""
@@ -247,6 +251,7 @@ def score_call(
         drafts=drafts or {"started": 0, "used": 0, "cancelled": 0},
         path=str(rec.folder),
         live_llm=live_llm,
+        ignored_decisions=ignored_decisions,
         replies=[
             {
                 "decision_at": round(r.decision_at, 4),
@@ -339,6 +344,7 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
             1 for c in calls for r in c.replies if r.get("reason", "").startswith("fallback")
         ),
         "spurious_replies": sum(c.spurious_replies for c in calls),
+        "ignored_decisions": sum(c.ignored_decisions for c in calls),
         "echo_reference_missing": sorted(c.call for c in calls if c.echo_reference == "missing"),
         "compute_ms_per_decision": _pct(compute, 50, 95),
         "audio_seconds": round(sum(c.audio_seconds for c in calls), 3),

@@ -42,7 +42,14 @@ from turnkit.replay.metrics import CallScore, score_call
 from turnkit.replay.oracle import OracleTranscriber, oracle_words
 from turnkit.replay.recording import AgentTurn, Recording, RecordingError, load_recording
 
-__all__ = ["LabelPlanner", "ReplayConfig", "replay_call", "replay_many"]
+__all__ = [
+    "LabelPlanner",
+    "ReplayConfig",
+    "barge_in_filters",
+    "call_seed",
+    "replay_call",
+    "replay_many",
+]
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +125,12 @@ class LabelPlanner:
         return first_audio_at + (text_s if text_s > 0 else self.default_reply_s)
 
 
-def _seed(config: ReplayConfig, call_id: str, detector: str) -> int:
+def call_seed(config: ReplayConfig, call_id: str, detector: str) -> int:
     digest = hashlib.sha256(f"{config.seed}|{call_id}|{detector}".encode()).digest()
     return int.from_bytes(digest[:8], "little")
 
 
-def _barge_in_filters(
+def barge_in_filters(
     rec: Recording, n_samples: int, clock: VirtualClock, config: ReplayConfig
 ) -> tuple[BargeInPolicy, list[EchoGateProcessor], str]:
     """The barge-in policy and the echo gate in front of the VAD, and what
@@ -155,14 +162,14 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
             threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
         )
     )
-    rng = random.Random(_seed(config, rec.id, detector_spec))
+    rng = random.Random(call_seed(config, rec.id, detector_spec))
     model_ttft = ModelTTFT(LatencyModel.parse(config.llm_ttft_ms), rng)
     llm: TTFTSource = (
         model_ttft
         if config.llm_url is None
         else LiveTTFT(config.llm_url, model_ttft, model=config.llm_model)
     )
-    barge_in, gate, echo_reference = _barge_in_filters(rec, len(audio), clock, config)
+    barge_in, gate, echo_reference = barge_in_filters(rec, len(audio), clock, config)
     agent = SimulatedAgent(
         clock,
         LabelPlanner(rec, config.default_reply_s),
@@ -226,6 +233,7 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
             "cancelled": agent.drafter.stats.cancelled,
         },
         live_llm=live,
+        ignored_decisions=agent.ignored_ends,
     )
     score.echo_reference = echo_reference
     return score

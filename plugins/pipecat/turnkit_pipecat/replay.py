@@ -60,7 +60,7 @@ from turnkit.replay.llm_source import ModelTTFT
 from turnkit.replay.metrics import CallScore, score_call
 from turnkit.replay.oracle import oracle_words
 from turnkit.replay.recording import Recording
-from turnkit.replay.simulator import LabelPlanner, ReplayConfig, _barge_in_filters, _seed
+from turnkit.replay.simulator import LabelPlanner, ReplayConfig, barge_in_filters, call_seed
 
 from turnkit_pipecat.engine import TurnkitTurnEngine
 from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUserTurnStopStrategy
@@ -181,7 +181,7 @@ class LatencyModelAgent(FrameProcessor):
         self.engine = engine
         engine.keep_audio_steps = True
         self.clock = clock if clock is not None else VirtualClock()
-        rng = random.Random(_seed(config, rec.id, detector_spec))
+        rng = random.Random(call_seed(config, rec.id, detector_spec))
         self.agent = SimulatedAgent(
             self.clock,
             LabelPlanner(rec, config.default_reply_s),
@@ -262,7 +262,7 @@ async def replay_in_pipecat(
     # the recorded agent.wav) in front of the engine's VAD, the filtered
     # policy in the agent.
     agent_clock = VirtualClock()
-    barge_in, gate, echo_reference = _barge_in_filters(
+    barge_in, gate, echo_reference = barge_in_filters(
         rec, len(rec.caller_audio(SAMPLE_RATE)), agent_clock, config
     )
     if gate:
@@ -306,6 +306,7 @@ async def replay_in_pipecat(
         grace_s=config.grace_s,
         wall_seconds=time.perf_counter() - t0,
         llm_requests=agent.agent.llm_requests,
+        ignored_decisions=agent.agent.ignored_ends,
     )
     score.echo_reference = echo_reference
     return score
