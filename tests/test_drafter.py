@@ -80,3 +80,14 @@ async def test_eager_replay_answers_sooner_and_counts_requests(spec: str) -> Non
     assert extra * eager["turns"] == pytest.approx(eager["drafts"]["cancelled"], abs=1.0)
     # Drafting never changes when the turn is judged over.
     assert eager["interruption_rate"] == plain["interruption_rate"]
+
+
+async def test_speech_that_was_not_a_turn_voids_the_draft_and_resets_the_turn() -> None:
+    d = EagerDrafter(VirtualClock(), DraftParams(max_drafts=1))
+    d.on_speech()
+    draft = d.on_eager("uh huh")
+    assert draft is not None
+    assert d.on_ignored() is draft and draft.cancel_reason == "not a turn"
+    # The next turn starts afresh: its draft is allowed again.
+    d.on_speech()
+    assert d.on_eager("what time do you open") is not None

@@ -133,6 +133,14 @@ class EagerDrafter:
         self.stats.fresh_requests += 1
         return "fresh", None
 
+    def on_ignored(self) -> Draft | None:
+        """The caller's speech was not a turn (an acknowledgement or echo the
+        agent talked through): void any draft and start the next turn afresh."""
+        draft = self._cancel("not a turn")
+        self._turn_drafts = 0
+        self._turn_started_at = None
+        return draft
+
     def _cancel(self, reason: str) -> Draft | None:
         draft = self.current
         if draft is None:

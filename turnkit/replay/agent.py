@@ -117,6 +117,8 @@ class SimulatedAgent(FrameProcessor):
                 # policy judged it an acknowledgement or echo): its end is
                 # not a turn to answer, as a live agent still talking knows.
                 self.ignored_ends += 1
+                if self.drafter is not None:
+                    self.drafter.on_ignored()
             else:
                 await self._start_reply(frame)
         elif isinstance(frame, TurnEagerFrame):
@@ -186,7 +188,9 @@ class SimulatedAgent(FrameProcessor):
     async def _start_draft(self, eager: TurnEagerFrame) -> None:
         """An eager signal: a draft request starts now (its tokens are held,
         nothing is spoken until the turn is confirmed)."""
-        if self.drafter is None:
+        if self.drafter is None or self._speaking is not None:
+            # While the agent talks, caller speech that has not stopped it
+            # is not a turn to draft for (a barge-in stops it first).
             return
         draft = self.drafter.on_eager(self.transcript)
         if draft is None:
