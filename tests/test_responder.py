@@ -349,3 +349,17 @@ async def test_fake_slow_read_in_a_confirmed_reply_gets_a_filler(
     assert rec.ack_latency_s is not None and rec.ack_latency_s < rec.answer_latency_s  # type: ignore[operator]
     assert audio and out.text == "Hello!"
     await r.client.aclose()
+
+
+async def test_fake_speech_the_agent_talked_through_is_not_a_turn(fake: FakeEngine) -> None:
+    out = Out()
+    r = fake_responder(fake.url("ok"), out)
+    r.on_agent_audio(True)  # the agent is talking; "uh huh" did not stop it
+    await r.on_eager("uh huh")
+    assert await r.on_end("uh huh") is None
+    assert r.stats.ignored_ends == 1 and r.stats.drafts_started == 0 and fake.requests == 0
+    r.on_agent_audio(False)
+    assert await r.on_end(ASK) is not None  # a real turn after the agent finished
+    await asyncio.wait_for(out.final.wait(), 10)
+    assert out.text == "Hello!" and fake.requests == 1
+    await r.client.aclose()

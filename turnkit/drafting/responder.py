@@ -17,6 +17,11 @@ and the tool gate's answers:
   same normalised words (held tokens go out at once, the rest as it streams;
   its deferred writes start, its reads are reused), else a fresh request
   starts. A reply still playing from the previous turn is superseded.
+* **The agent is talking** (``on_agent_audio(True)`` until ``False``):
+  caller speech that has not stopped it — the barge-in filters judged it an
+  acknowledgement or echo — is not a turn: no draft starts for it, and its
+  end (``on_end``) is ignored (``None``, counted in ``ignored_ends``). A real
+  barge-in stops the agent first. The replay's agent applies the same rule.
 * **Barge-in** (``on_interrupted``): the live reply's stream is closed, its
   in-flight reads cancelled, and no more text is emitted; a running write
   finishes (the gate shields it).
@@ -62,6 +67,8 @@ from turnkit.drafting.drafter import Draft, EagerDrafter
 from turnkit.drafting.tools import DraftContext, ToolGate, Turn
 from turnkit.fillers.scheduler import FillerScheduler
 from turnkit.frames import (
+    AgentAudioStartedFrame,
+    AgentAudioStoppedFrame,
     CancelFrame,
     EndFrame,
     Frame,
@@ -103,6 +110,7 @@ class ResponderStats:
     engine_errors: int = 0
     apologies: int = 0
     interrupted: int = 0
+    ignored_ends: int = 0  # turn ends while the agent kept talking
     ttft_ms: list[float] = field(default_factory=list)
 
 
@@ -155,12 +163,17 @@ class Responder:
         self._drafts: dict[int, _Request] = {}  # drafter draft id -> request
         self._live: _Request | None = None  # the released reply
         self._tasks: set[asyncio.Task[None]] = set()
+        self.agent_speaking = False
 
     # -- evidence --------------------------------------------------------------
 
+    def on_agent_audio(self, playing: bool) -> None:
+        """The agent's audio started (True) or stopped (False) playing."""
+        self.agent_speaking = playing
+
     async def on_eager(self, text: str) -> None:
         """The caller is probably done: maybe start a held draft."""
-        if self.drafter is None:
+        if self.drafter is None or self.agent_speaking:
             return
         self._reap()
         draft = self.drafter.on_eager(text)
@@ -187,9 +200,16 @@ class Responder:
             self.drafter.on_transcript(text)
             self._reap()
 
-    async def on_end(self, text: str) -> int:
+    async def on_end(self, text: str) -> int | None:
         """The turn is confirmed: release the matching draft or start a fresh
-        request. Returns the reply id whose text will be emitted."""
+        request. Returns the reply id whose text will be emitted, or None when
+        the agent is still talking (the speech was not a turn)."""
+        if self.agent_speaking:
+            self.stats.ignored_ends += 1
+            if self.drafter is not None:
+                self.drafter.on_ignored()
+                self._reap()
+            return None
         self._supersede()
         self._turn_id += 1
         self.stats.turns += 1
@@ -216,6 +236,7 @@ class Responder:
 
     def on_interrupted(self) -> None:
         """Barge-in: the live reply stops here."""
+        self.agent_speaking = False
         req, self._live = self._live, None
         if req is None or req.done:
             return
@@ -434,6 +455,10 @@ class ResponderProcessor(FrameProcessor):
             r.on_speech()
         elif isinstance(frame, TurnEndFrame):
             await r.on_end(self.transcript)
+        elif isinstance(frame, AgentAudioStartedFrame):
+            r.on_agent_audio(True)
+        elif isinstance(frame, AgentAudioStoppedFrame):
+            r.on_agent_audio(False)
         elif isinstance(frame, InterruptionFrame):
             r.on_interrupted()
         elif isinstance(frame, EndFrame | CancelFrame):
