@@ -306,6 +306,7 @@ def _print_results(
         ("eot p50", "right"),
         ("false barge-in bc/echo/noise", "right"),
         ("barge-in recall", "right"),
+        ("stop p50", "right"),
         ("× RT/core", "right"),
     ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
@@ -323,6 +324,7 @@ def _print_results(
             _fmt(r["eot_delay_ms"]["p50"], " ms"),
             " / ".join(_fmt(fbi[k], pct=True) for k in ("backchannel", "echo", "noise")),
             _fmt(r["barge_in_recall"], pct=True),
+            _fmt(r["barge_in_stop_ms"]["p50"], " ms"),
             "—" if speed is None else f"{speed:.0f}×",
         )
     out.print(table)
