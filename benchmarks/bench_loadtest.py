@@ -12,7 +12,13 @@ inside the prompt, measured against the stable run of the same engine).
 
 Without ``--base-url`` it starts llama-server + SmolLM2-135M itself with two
 slots (``-np 2``, 8192 context shared) — found as the tests find them, see
-tests/engine.py. CPU figures are small (a 2-core machine prefills ~100
+tests/engine.py — a fresh one for each run: llama-server keeps earlier prompts
+in host memory (``--cache-ram``) and restores them into a slot, so on one
+shared engine each run started with the previous runs' prompts cached (the
+concurrency-2 "changing" run showed a higher cached share than "stable").
+With ``--base-url`` the runs share that engine: each run's calls are still
+new to it (``LoadConfig.run_id``), but the agents' stable parts are warm
+after the first run. CPU figures are small (a 2-core machine prefills ~100
 tokens/s); what carries over is the ratio and the cached share.
 """
 
@@ -52,9 +58,9 @@ def main() -> None:
     ap.add_argument("--slo-ms", type=float, default=2000.0)
     args = ap.parse_args()
     rows = []
-    with engine(args.base_url) as url:
-        for conc in args.concurrency:
-            for context in ("stable", "changing"):
+    for conc in args.concurrency:
+        for context in ("stable", "changing"):
+            with engine(args.base_url) as url:  # cold engine: no run sees another's cache
                 cfg = LoadConfig(
                     base_url=url, calls=args.calls, concurrency=conc, agents=2, turns=4,
                     think_s=0.5, stagger_s=1.0, arrival="poisson", context=context,

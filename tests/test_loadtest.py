@@ -186,6 +186,21 @@ def test_changing_context_caches_less_and_bounds_hold(engine: str) -> None:
     assert len(bounded.records) == 4 and b["stopped"] == "max_requests reached"
 
 
+def test_a_rerun_is_new_to_the_engine(engine: str) -> None:
+    # llama-server keeps earlier prompts (slots, host-memory cache): the same
+    # run_id repeats the run's prompts and finds them cached; a new run_id
+    # makes the calls and their changed blocks new, only the stable part hits.
+    kw: dict[str, object] = {"calls": 1, "turns": 3, "tool_share": 0, "background_share": 0,
+                             "context": "changing", "concurrency": 1}  # fmt: skip
+    first = asyncio.run(run_load(small(engine, run_id="rerun-a", **kw))).summary()
+    repeat = asyncio.run(run_load(small(engine, run_id="rerun-a", **kw))).summary()
+    fresh = asyncio.run(run_load(small(engine, **kw))).summary()
+    assert first["failed"] == repeat["failed"] == fresh["failed"] == 0
+    assert repeat["run_id"] == "rerun-a" and fresh["run_id"] not in (None, "rerun-a")
+    assert repeat["cached_share"] > first["cached_share"], (repeat, first)
+    assert fresh["cached_share"] < repeat["cached_share"] - 0.1, (fresh, repeat)
+
+
 def test_cli_json_on_the_engine(engine: str) -> None:
     res = turnkit(
         "loadtest", "--base-url", engine, "--calls", "1", "--turns", "1", "--agents", "1",

@@ -20,6 +20,12 @@ plans and runs such load and reports it in calls:
 - ``context="changing"``: a live-status block in the middle of the stable part
   changes on half the turns (a real cause of misses: queue lengths, open
   slots), each change new to that call; ``"stable"`` keeps it fixed;
+- ``run_id`` (random per run unless given) goes into each call's first words
+  and every changed block, so a run never finds an earlier run's calls in the
+  engine's cache: llama-server keeps prompts in host memory (``--cache-ram``,
+  8 GiB by default) and restores them into a slot, so without it a re-run of
+  the same seed got its whole conversations and "new" blocks from the cache
+  (the agents' stable parts and greetings stay shared, as in production);
 - ``prewarm``: at call setup, one :func:`~turnkit.llm.prewarm.prewarm` of the
   first request's shape while the greeting plays.
 
@@ -47,6 +53,7 @@ import hashlib
 import ipaddress
 import logging
 import random
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -138,6 +145,7 @@ class LoadConfig(BaseModel):
     max_duration_s: float = Field(300.0, gt=0)
     request_timeout_s: float = Field(120.0, gt=0)
     seed: int = 0
+    run_id: str | None = None  # None: a fresh random one per run (see the module docstring)
     allow_remote: bool = False
 
     @model_validator(mode="after")
@@ -309,6 +317,7 @@ class LoadReport:
     duration_s: float = 0.0
     stopped: str = ""  # why the run stopped early, if it did
     calls_done: int = 0
+    run_id: str = ""  # what made this run's calls new to the engine (LoadConfig.run_id)
 
     def summary(self) -> dict[str, Any]:
         """The figures (see the module docstring); keys follow ``vllm bench
@@ -367,6 +376,7 @@ class LoadReport:
             "context": cfg.context,
             "prewarm": cfg.prewarm,
             "concurrency": cfg.concurrency,
+            "run_id": self.run_id or None,
             "stopped": self.stopped or None,
         }
 
@@ -424,11 +434,13 @@ async def _run_call(
     report: LoadReport,
     layouts: dict[tuple[int, int | str], PromptLayout],
     t0: float,
+    run_id: str,
 ) -> None:
     def layout(version: int) -> PromptLayout:
         # A changed block is this call's own news at this moment: unique per
-        # (call, change), so no other call can have cached it.
-        label: int | str = f"{plan.index}.{version}" if version else 0
+        # (run, call, change), so no other call, nor an earlier run of the
+        # same plan, can have cached it.
+        label: int | str = f"{run_id}.{plan.index}.{version}" if version else 0
         key = (plan.agent, label if cfg.context == "changing" else 0)
         if key not in layouts:
             layouts[key] = agent_layout(plan.agent, cfg.prompt_tokens, key[1])
@@ -463,7 +475,10 @@ async def _run_call(
             rec.error = res.error
     for t, turn in enumerate(plan.turns):
         await clock.sleep(turn.think_s)  # the caller speaks
-        conversation.append({"role": "user", "content": turn.user_text})
+        # The first words name the run's call: from here on the prompt is new
+        # to the engine even if it served this plan before (see run_id).
+        words = f"(Call {run_id}-{plan.index}.) {turn.user_text}" if t == 0 else turn.user_text
+        conversation.append({"role": "user", "content": words})
         if not budget.take():
             break
         req = call_prompt(turn.context_version).request()
@@ -521,8 +536,9 @@ async def run_load(cfg: LoadConfig, clock: Clock | None = None) -> LoadReport:
     """Run ``cfg`` against its engine; never raises for engine errors (they
     are recorded per request)."""
     clock = clock or RealClock()
+    run_id = cfg.run_id if cfg.run_id is not None else secrets.token_hex(4)
     plans = plan_calls(cfg)
-    report = LoadReport(config=cfg)
+    report = LoadReport(config=cfg, run_id=run_id)
     budget = _Budget(cfg, clock)
     places = asyncio.Semaphore(cfg.concurrency)
     layouts: dict[tuple[int, int | str], PromptLayout] = {}
@@ -541,7 +557,7 @@ async def run_load(cfg: LoadConfig, clock: Clock | None = None) -> LoadReport:
             async with places:
                 if budget.stopped:
                     return
-                await _run_call(cfg, plan, client, clock, budget, report, layouts, t0)
+                await _run_call(cfg, plan, client, clock, budget, report, layouts, t0, run_id)
 
         tasks = [asyncio.create_task(one(p)) for p in plans]
         # Hard stop a little after the deadline: requests in flight are cut.
