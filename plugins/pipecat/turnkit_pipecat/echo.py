@@ -16,8 +16,6 @@ Example::
 
 from __future__ import annotations
 
-import numpy as np
-import soxr
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     Frame,
@@ -26,7 +24,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from turnkit_pipecat.engine import SAMPLE_RATE, TurnkitTurnEngine
+from turnkit_pipecat.engine import SAMPLE_RATE, To16k, TurnkitTurnEngine
 
 __all__ = ["EchoReferenceTap"]
 
@@ -39,20 +37,7 @@ class EchoReferenceTap(FrameProcessor):
         super().__init__()
         self.engine = engine
         self.reference_s = 0.0  # bot audio handed to the echo filter
-        self._rate = 0
-        self._resampler: soxr.ResampleStream | None = None
-
-    def _to_16k(self, frame: OutputAudioRawFrame) -> np.ndarray:
-        pcm = np.frombuffer(frame.audio, dtype="<i2")
-        if frame.num_channels > 1:
-            pcm = pcm[:: frame.num_channels]
-        audio = pcm.astype(np.float32) / 32768.0
-        if frame.sample_rate == SAMPLE_RATE:
-            return audio
-        if frame.sample_rate != self._rate or self._resampler is None:
-            self._rate = frame.sample_rate
-            self._resampler = soxr.ResampleStream(frame.sample_rate, SAMPLE_RATE, 1, "float32")
-        return self._resampler.resample_chunk(audio)
+        self._to_16k = To16k()
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)

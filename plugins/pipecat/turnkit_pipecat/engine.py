@@ -64,6 +64,26 @@ log = logging.getLogger(__name__)
 SAMPLE_RATE = 16000
 
 
+class To16k:
+    """Pipecat raw audio frames (int16 PCM, any rate, first channel kept) as
+    float32 at 16 kHz, resampled as a stream so chunk edges leave no seams."""
+
+    def __init__(self) -> None:
+        self._to_16k = To16k()
+
+    def __call__(self, frame: Any) -> np.ndarray:
+        pcm = np.frombuffer(frame.audio, dtype="<i2")
+        if frame.num_channels > 1:
+            pcm = pcm[:: frame.num_channels]  # first channel
+        audio = pcm.astype(np.float32) / 32768.0
+        if frame.sample_rate == SAMPLE_RATE:
+            return audio
+        if frame.sample_rate != self._rate or self._resampler is None:
+            self._rate = frame.sample_rate
+            self._resampler = soxr.ResampleStream(frame.sample_rate, SAMPLE_RATE, 1, "float32")
+        return self._resampler.resample_chunk(audio)
+
+
 @dataclass(slots=True)
 class EngineStep:
     """What one Pipecat frame told the engine: the 32 ms caller frames it
@@ -227,18 +247,6 @@ class TurnkitTurnEngine:
             self._fed.clear()
             await self._fed.wait()
         return self._audio_steps.pop(id(frame))
-
-    def _to_16k(self, frame: InputAudioRawFrame) -> np.ndarray:
-        pcm = np.frombuffer(frame.audio, dtype="<i2")
-        if frame.num_channels > 1:
-            pcm = pcm[:: frame.num_channels]  # first channel
-        audio = pcm.astype(np.float32) / 32768.0
-        if frame.sample_rate == SAMPLE_RATE:
-            return audio
-        if frame.sample_rate != self._rate or self._resampler is None:
-            self._rate = frame.sample_rate
-            self._resampler = soxr.ResampleStream(frame.sample_rate, SAMPLE_RATE, 1, "float32")
-        return self._resampler.resample_chunk(audio)
 
     async def _audio(self, frame: InputAudioRawFrame, step: EngineStep) -> None:
         self._buf = np.concatenate([self._buf, self._to_16k(frame)])
