@@ -69,7 +69,8 @@ class To16k:
     float32 at 16 kHz, resampled as a stream so chunk edges leave no seams."""
 
     def __init__(self) -> None:
-        self._to_16k = To16k()
+        self._rate = SAMPLE_RATE
+        self._resampler: Any = None
 
     def __call__(self, frame: Any) -> np.ndarray:
         pcm = np.frombuffer(frame.audio, dtype="<i2")
@@ -142,8 +143,7 @@ class TurnkitTurnEngine:
         self._segment: object = None  # the STT's utterance id, when it gives one
         self._buf = np.zeros(0, dtype=np.float32)
         self._samples = 0  # caller samples consumed (16 kHz): the audio clock
-        self._rate = SAMPLE_RATE
-        self._resampler: Any = None
+        self._to_16k = To16k()
         self._last: tuple[Frame, EngineStep] | None = None
         self._listeners: list[Callable[[SystemFrame | AudioInFrame], None]] = []
         self.decisions: list[TurnEndFrame] = []
