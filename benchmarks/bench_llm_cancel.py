@@ -38,6 +38,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from engine import llamacpp_counters  # noqa: E402
+
 from turnkit.llm.client import ChatClient  # noqa: E402
 
 STORY = [
@@ -49,13 +51,7 @@ STORY = [
 
 
 async def read_metrics(http: httpx.AsyncClient) -> dict[str, float]:
-    text = (await http.get("/metrics")).text
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("llamacpp:"):
-            name, _, value = line.partition(" ")
-            out[name.removeprefix("llamacpp:")] = float(value)
-    return out
+    return llamacpp_counters((await http.get("/metrics")).text)
 
 
 def pct(xs: list[float], q: float) -> float:

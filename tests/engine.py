@@ -28,6 +28,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from turnkit.llm.cache_report import parse_prometheus
+
 __all__ = [
     "EngineMissing",
     "cache_dir",
@@ -35,6 +37,7 @@ __all__ = [
     "engine_metrics",
     "find_engine",
     "free_port",
+    "llamacpp_counters",
     "require_engine",
     "running_llama_server",
 ]
@@ -187,9 +190,13 @@ def engine_metrics(base_url: str) -> dict[str, float]:
     """llama-server's own Prometheus counters (``--metrics``), without the
     ``llamacpp:`` prefix: what proves a cancel reached the engine."""
     text = httpx.get(f"{base_url.removesuffix('/v1')}/metrics", timeout=5).text
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("llamacpp:"):
-            name, _, value = line.partition(" ")
-            out[name.removeprefix("llamacpp:")] = float(value)
-    return out
+    return llamacpp_counters(text)
+
+
+def llamacpp_counters(text: str) -> dict[str, float]:
+    """The ``llamacpp:`` series of a /metrics page, prefix dropped."""
+    return {
+        name.removeprefix("llamacpp:"): value
+        for name, value in parse_prometheus(text).items()
+        if name.startswith("llamacpp:")
+    }

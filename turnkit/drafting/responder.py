@@ -424,7 +424,7 @@ class Responder:
 
     def _finish_history(self, req: _Request, *, interrupted: bool) -> None:
         """The reply's tool rounds and the text emitted go into the history."""
-        self.history.extend(m for m in req.messages)
+        self.history.extend(req.messages)
         text = "".join(req.emitted)
         if text or not interrupted:
             self.history.append({"role": "assistant", "content": text})
