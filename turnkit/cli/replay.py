@@ -1,9 +1,9 @@
-"""``turnkit`` command line: replay recorded calls, validate recordings."""
+"""``turnkit replay``, ``turnkit validate`` and ``turnkit detectors``: recorded
+calls through the end-of-turn detectors, recordings checked, detectors listed."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import time
@@ -12,46 +12,18 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from turnkit import __version__
+from turnkit.cli.common import err, out
+from turnkit.cli.common import fail as _fail
+from turnkit.cli.common import fmt as _fmt
+from turnkit.cli.common import setup_logging as _setup_logging
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="Turn-taking for voice agents: replay recorded calls through end-of-turn detectors.",
-)
-# Piped output (CI logs, `| tee`) has no terminal width; don't squeeze the
-# results table into 80 columns there.
-out = Console() if sys.stdout.isatty() else Console(width=180)
-err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=180)
+__all__ = ["detectors", "register", "replay", "validate"]
 
 
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(message)s",
-        handlers=[RichHandler(console=err, show_time=False, show_path=False)],
-    )
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
-def _fmt(v: float | None, unit: str = "", pct: bool = False) -> str:
-    if v is None:
-        return "—"
-    if pct:
-        return f"{v * 100:.1f}%"
-    return f"{v:.0f}{unit}"
-
-
-@app.command()
 def replay(
     paths: Annotated[
         list[Path], typer.Argument(help="call folders, or folders searched for call.json")
@@ -438,7 +410,6 @@ def _print_turns(results: list[dict[str, Any]]) -> None:
         out.print(table)
 
 
-@app.command()
 def validate(
     paths: Annotated[
         list[Path], typer.Argument(help="call folders, or folders searched for call.json")
@@ -494,7 +465,6 @@ def validate(
         raise typer.Exit(1)
 
 
-@app.command()
 def detectors() -> None:
     """List the end-of-turn detectors and their parameters."""
     from turnkit.detectors.registry import available
@@ -510,27 +480,8 @@ def detectors() -> None:
     out.print(table)
 
 
-@app.callback(invoke_without_command=True)
-def _root(
-    version: Annotated[bool, typer.Option("--version", help="print the version")] = False,
-) -> None:
-    if version:
-        out.print(__version__)
-        raise typer.Exit(0)
-
-
-from turnkit.eot_cli import register as _register_eot  # noqa: E402
-
-_register_eot(app)
-
-from turnkit.serving_cli import register as _register_serving  # noqa: E402
-
-_register_serving(app)
-
-
-def main() -> None:
-    app()
-
-
-if __name__ == "__main__":
-    main()
+def register(app: typer.Typer) -> None:
+    """Add ``replay``, ``validate`` and ``detectors`` to ``turnkit``."""
+    app.command("replay")(replay)
+    app.command("validate")(validate)
+    app.command("detectors")(detectors)

@@ -1,0 +1,3 @@
+from turnkit.cli import main
+
+main()
