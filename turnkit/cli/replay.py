@@ -64,6 +64,13 @@ def replay(
         ),
     ] = None,
     llm_model: Annotated[str, typer.Option(help="model name sent with --llm-url")] = "",
+    allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote",
+            help="--llm-url is your own engine on a non-loopback, non-private address",
+        ),
+    ] = False,
     no_filters: Annotated[
         bool,
         typer.Option(
@@ -113,7 +120,7 @@ def replay(
     except ValueError as exc:
         _fail(f"bad replay option: {str(exc).splitlines()[-1]}")
     if llm_url is not None:
-        _check_engine(llm_url)
+        _check_engine(llm_url, allow_remote)
 
     grids: dict[str, tuple[str, list[tuple[float, str]]]] = {}
     if sweep:
@@ -217,16 +224,22 @@ def replay(
         raise typer.Exit(1)
 
 
-def _check_engine(url: str) -> None:
-    """One line and exit 2 when ``--llm-url`` does not answer like an
-    OpenAI-compatible engine (GET /models)."""
-    import httpx
+def _check_engine(url: str, allow_remote: bool = False) -> None:
+    """One line and exit 2 when ``--llm-url`` is outside the target policy
+    (:func:`turnkit.net.check_target`) or does not answer ``GET /models``
+    like an OpenAI-compatible engine within 5 s in total (a server that
+    trickles bytes cannot hold it longer)."""
+    from turnkit.net import FetchError, TargetRefused, check_target, fetch_sync
 
+    try:
+        check_target(url, allow_remote, what="--llm-url")
+    except TargetRefused as exc:
+        _fail(str(exc))
     models = f"{url.rstrip('/')}/models"
     try:
-        r = httpx.get(models, timeout=5.0)
-    except httpx.HTTPError as exc:
-        _fail(f"--llm-url {url}: no answer from {models} ({type(exc).__name__}: {exc})")
+        r = fetch_sync("GET", models, deadline_s=5.0, max_bytes=4 * 1024 * 1024)
+    except FetchError as exc:
+        _fail(f"--llm-url {url}: {exc}")
     if r.status_code != 200:
         _fail(f"--llm-url {url}: {models} answered HTTP {r.status_code}")
 

@@ -50,13 +50,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import ipaddress
 import logging
 import random
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlparse
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -66,6 +64,8 @@ from turnkit.llm.client import ChatClient, LLMError
 from turnkit.llm.prewarm import prewarm as send_prewarm
 from turnkit.llm.prompt import CallPrompt, PromptLayout
 from turnkit.llm.routing import routing_headers, routing_key
+from turnkit.net import TargetRefused
+from turnkit.net import check_target as _check
 
 __all__ = [
     "CallPlan",
@@ -84,39 +84,15 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CALLER_FACING = ("reply", "tool_call", "tool_followup")
-# Third-party APIs: load-testing them is not the user's to do.
-_THIRD_PARTY = (
-    "openai.com", "anthropic.com", "groq.com", "together.xyz", "together.ai",
-    "fireworks.ai", "deepinfra.com", "openrouter.ai", "googleapis.com", "mistral.ai",
-    "cohere.com", "cohere.ai", "perplexity.ai", "x.ai", "deepseek.com",
-)  # fmt: skip
-
-
-class RemoteURLRefused(ValueError):
-    pass
+# The shared target policy (turnkit.net); loadtest also refuses third-party APIs.
+RemoteURLRefused = TargetRefused
 
 
 def check_target(base_url: str, allow_remote: bool = False) -> None:
-    """Loopback and private addresses always; another host only with
-    ``allow_remote`` (the user's own endpoint), a known third-party API never."""
-    host = (urlparse(base_url).hostname or "").lower()
-    if not host:
-        raise RemoteURLRefused(f"{base_url}: no host in the URL")
-    if any(host == d or host.endswith("." + d) for d in _THIRD_PARTY):
-        raise RemoteURLRefused(f"{base_url}: a third-party API; loadtest only your own engines")
-    if host == "localhost":
-        return
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        ip = None
-    if ip is not None and (ip.is_loopback or ip.is_private):
-        return
-    if not allow_remote:
-        raise RemoteURLRefused(
-            f"{base_url}: not a loopback or private address; pass --allow-remote if it is "
-            "your own endpoint"
-        )
+    """:func:`turnkit.net.check_target` for ``--base-url``: loopback and
+    private addresses; another host only with ``allow_remote`` (the user's
+    own endpoint); a known third-party API never."""
+    _check(base_url, allow_remote, what="--base-url", forbid_third_party=True)
 
 
 class LoadConfig(BaseModel):
