@@ -3,34 +3,78 @@
 Accepts mono or multi-channel (first channel kept, with a warning), PCM 16-bit
 or float, at 8, 16, 24, 44.1 or 48 kHz; other rates are refused so that a
 mislabelled file is caught rather than silently resampled.
+
+Samples must be finite: a NaN or infinite sample, or a float sample beyond
+:data:`MAX_PEAK` (not audio scaled to ±1), is refused with the file, the
+sample and its time; a float file that peaks above full scale but within that
+bound is read as it is, and :class:`AudioStats` says so.
+
+Long calls are read in blocks (:func:`iter_wav_blocks`,
+:func:`iter_wav_frames`, :func:`scan_wav`), so memory stays flat with the
+call's length; :func:`read_wav` still returns the whole track for callers that
+need it (an echo reference).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
 import soxr
 
 __all__ = [
+    "MAX_PEAK",
     "SUPPORTED_RATES",
     "AudioError",
+    "AudioStats",
     "check_not_truncated",
     "iter_frames",
+    "iter_wav_blocks",
+    "iter_wav_frames",
+    "open_wav",
     "read_wav",
     "resample",
+    "resampled_length",
+    "scan_wav",
 ]
 
 log = logging.getLogger(__name__)
 
 SUPPORTED_RATES = (8000, 16000, 24000, 44100, 48000)
+# Float samples this far past full scale (±1) are not audio but garbage.
+MAX_PEAK = 256.0
+BLOCK_FRAMES = 1 << 16  # source frames per read: ~1.4-8 s, a few hundred kB
 
 
 class AudioError(ValueError):
     """A WAV file that cannot be used; the message names the file."""
+
+
+@dataclass
+class AudioStats:
+    """What reading a file found besides its samples: channel count, peak
+    absolute sample, and warnings (one line each) about what is suspicious
+    but usable."""
+
+    path: Path
+    channels: int = 1
+    sample_rate: int = 0
+    frames: int = 0
+    peak: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def finish(self) -> None:
+        if self.peak > 1.0:
+            self.warnings.append(
+                f"{self.path}: float samples exceed full scale (peak {self.peak:.3g}, "
+                "expected within ±1): read as they are"
+            )
 
 
 def resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
@@ -39,16 +83,40 @@ def resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
     return soxr.resample(audio, src_rate, dst_rate, quality="HQ").astype(np.float32, copy=False)
 
 
-def read_wav(path: str | Path, sample_rate: int = 16000) -> np.ndarray:
-    """Read ``path`` as mono float32 at ``sample_rate``.
+def resampled_length(frames: int, src_rate: int, dst_rate: int) -> int:
+    """Samples that ``frames`` at ``src_rate`` become at ``dst_rate`` (as
+    soxr's one-shot resampler counts them)."""
+    if src_rate == dst_rate:
+        return frames
+    return int(frames * dst_rate / src_rate + 0.5)
 
-    Raises :class:`AudioError` (one line, naming the file) for a missing,
-    empty, truncated or non-WAV file, or an unsupported sample rate.
-    """
+
+def _stat_error(path: Path, exc: BaseException) -> AudioError:
+    if isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == 40:
+        return AudioError(f"{path}: symlink loop")
+    if isinstance(exc, ValueError):
+        return AudioError(f"{path!s:.200}: not a usable path ({exc})")
+    return AudioError(f"{path}: cannot read ({type(exc).__name__}: {_first_line(exc)})")
+
+
+def open_wav(path: str | Path) -> Any:
+    """Check ``path`` and return its soundfile info; raises
+    :class:`AudioError` (one line, naming the file) for a missing, empty,
+    truncated or non-WAV file, or an unsupported sample rate."""
     path = Path(path)
-    if not path.is_file():
-        raise AudioError(f"{path}: file not found")
-    if path.stat().st_size == 0:
+    if "\0" in str(path):
+        raise AudioError(f"{str(path)!r}: the path contains a NUL character")
+    try:
+        if not path.is_file():
+            if path.is_symlink():
+                path.resolve(strict=True)  # a dangling link or a loop says which
+            raise AudioError(f"{path}: file not found")
+        size = path.stat().st_size
+    except AudioError:
+        raise
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise _stat_error(path, exc) from None
+    if size == 0:
         raise AudioError(f"{path}: empty file")
     try:
         info = sf.info(str(path))
@@ -61,17 +129,140 @@ def read_wav(path: str | Path, sample_rate: int = 16000) -> np.ndarray:
             f"{path}: unsupported sample rate {info.samplerate} Hz "
             f"(supported: {', '.join(str(r) for r in SUPPORTED_RATES)})"
         )
-    check_not_truncated(path)
-    try:
-        data, rate = sf.read(str(path), dtype="float32", always_2d=True)
-    except Exception as exc:
-        raise AudioError(f"{path}: truncated or corrupt audio ({_first_line(exc)})") from None
-    if data.shape[0] == 0:
+    if info.frames == 0:
         raise AudioError(f"{path}: no audio samples")
-    if data.shape[1] > 1:
-        log.warning("%s: %d channels, using the first", path, data.shape[1])
-    mono = np.ascontiguousarray(data[:, 0])
-    return resample(mono, rate, sample_rate)
+    try:
+        check_not_truncated(path)
+    except OSError as exc:
+        raise _stat_error(path, exc) from None
+    return info
+
+
+def _check_block(path: Path, block: np.ndarray, first: int, rate: int, stats: AudioStats) -> None:
+    finite = np.isfinite(block)
+    if not finite.all():
+        k = int(np.argmin(finite))
+        kind = "NaN" if math.isnan(float(block[k])) else "infinite"
+        raise AudioError(
+            f"{path}: sample {first + k} ({(first + k) / rate:.3f} s) is {kind}: not audio"
+        )
+    if len(block):
+        peak = float(np.max(np.abs(block)))
+        if peak > MAX_PEAK:
+            k = int(np.argmax(np.abs(block) > MAX_PEAK))
+            raise AudioError(
+                f"{path}: sample {first + k} ({(first + k) / rate:.3f} s) is {float(block[k]):.3g}: "
+                f"not audio scaled to ±1 (limit ±{MAX_PEAK:g})"
+            )
+        stats.peak = max(stats.peak, peak)
+
+
+def _source_blocks(path: Path, stats: AudioStats | None) -> Iterator[tuple[np.ndarray, int]]:
+    """Checked first-channel blocks at the file's own rate, and that rate.
+    Warnings go into ``stats``; without one, to the log."""
+    info = open_wav(path)
+    st = stats if stats is not None else AudioStats(path)
+    st.channels, st.sample_rate, st.frames = info.channels, info.samplerate, info.frames
+    if info.channels > 1:
+        msg = f"{path}: {info.channels} channels, using the first"
+        st.warnings.append(msg)
+        if stats is None:
+            log.warning("%s", msg)
+    pos = 0
+    try:
+        with sf.SoundFile(str(path)) as fh:
+            while True:
+                try:
+                    data = fh.read(BLOCK_FRAMES, dtype="float32", always_2d=True)
+                except Exception as exc:
+                    raise AudioError(
+                        f"{path}: truncated or corrupt audio ({_first_line(exc)})"
+                    ) from None
+                if data.shape[0] == 0:
+                    break
+                mono = np.ascontiguousarray(data[:, 0])
+                _check_block(path, mono, pos, info.samplerate, st)
+                pos += len(mono)
+                yield mono, info.samplerate
+    except (OSError, RuntimeError) as exc:
+        raise AudioError(f"{path}: cannot read ({_first_line(exc)})") from None
+    if pos == 0:
+        raise AudioError(f"{path}: no audio samples")
+    st.finish()
+
+
+def iter_wav_blocks(
+    path: str | Path, sample_rate: int = 16000, stats: AudioStats | None = None
+) -> Iterator[np.ndarray]:
+    """``path`` as mono float32 blocks at ``sample_rate``, read and resampled
+    a block at a time; concatenated they equal :func:`read_wav`'s array
+    (same length; resampled in one stream). Raises :class:`AudioError` as
+    soon as a block is bad."""
+    path = Path(path)
+    stream: soxr.ResampleStream | None = None
+    src = 0
+    produced = 0
+    rate = sample_rate
+    for mono, rate in _source_blocks(path, stats):
+        src += len(mono)
+        if rate == sample_rate:
+            produced += len(mono)
+            yield mono
+            continue
+        if stream is None:
+            stream = soxr.ResampleStream(rate, sample_rate, 1, dtype="float32", quality="HQ")
+        out = stream.resample_chunk(mono, last=False)
+        produced += len(out)
+        if len(out):
+            yield out
+    if stream is not None:
+        tail = stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
+        want = resampled_length(src, rate, sample_rate)
+        if produced + len(tail) < want:
+            tail = np.pad(tail, (0, want - produced - len(tail)))
+        tail = tail[: max(0, want - produced)]
+        if len(tail):
+            yield tail.astype(np.float32, copy=False)
+
+
+def iter_wav_frames(
+    path: str | Path, sample_rate: int, frame_samples: int, stats: AudioStats | None = None
+) -> Iterator[tuple[int, np.ndarray]]:
+    """:func:`iter_frames` over ``path`` without loading it whole: yields
+    ``(start_sample, frame)``, the last frame zero-padded."""
+    pending = np.zeros(0, dtype=np.float32)
+    start = 0
+    for block in iter_wav_blocks(path, sample_rate, stats):
+        buf = np.concatenate([pending, block]) if len(pending) else block
+        n_full = len(buf) // frame_samples * frame_samples
+        for k in range(0, n_full, frame_samples):
+            yield start, buf[k : k + frame_samples].copy()
+            start += frame_samples
+        pending = buf[n_full:].copy()
+    if len(pending):
+        yield start, np.pad(pending, (0, frame_samples - len(pending)))
+
+
+def scan_wav(path: str | Path) -> AudioStats:
+    """Decode ``path`` fully, a block at a time, checking every sample
+    (``validate``): raises :class:`AudioError` or returns what it found."""
+    stats = AudioStats(Path(path))
+    for _ in _source_blocks(Path(path), stats):
+        pass
+    return stats
+
+
+def read_wav(
+    path: str | Path, sample_rate: int = 16000, stats: AudioStats | None = None
+) -> np.ndarray:
+    """Read ``path`` as mono float32 at ``sample_rate``, whole.
+
+    Raises :class:`AudioError` (one line, naming the file) for a missing,
+    empty, truncated or non-WAV file, an unsupported sample rate, or a sample
+    that is not finite audio.
+    """
+    blocks = list(iter_wav_blocks(path, sample_rate, stats))
+    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
 
 
 def iter_frames(audio: np.ndarray, frame_samples: int) -> Iterator[tuple[int, np.ndarray]]:
@@ -83,8 +274,6 @@ def iter_frames(audio: np.ndarray, frame_samples: int) -> Iterator[tuple[int, np
         if len(frame) < frame_samples:
             frame = np.pad(frame, (0, frame_samples - len(frame)))
         yield start, frame
-
-
 def check_not_truncated(path: Path) -> None:
     """libsndfile silently reads what is there when a WAV is cut short; a
     replay of half a call would then be scored as if it were whole. Compare
