@@ -15,7 +15,15 @@ import random
 from dataclasses import dataclass
 from statistics import NormalDist
 
-__all__ = ["LatencyModel", "LatencySpecError"]
+__all__ = ["MAX_LATENCY_MS", "LatencyModel", "LatencySpecError"]
+
+# Longest latency a spec may give or a fitted distribution may reach at its
+# 99.9th percentile: ten minutes. Past that a spec is a typo, and its
+# samples overflow floats (exp(1e3)) inside the replay.
+MAX_LATENCY_MS = 600_000.0
+# Smallest percentile value: a microsecond (1e-300 ms fits a sigma of
+# hundreds, i.e. samples of 0 and inf).
+MIN_LATENCY_MS = 1e-3
 
 
 class LatencySpecError(ValueError):
@@ -39,8 +47,10 @@ class LatencyModel:
         except ValueError:
             pass
         else:
-            if v < 0 or not math.isfinite(v):
-                raise LatencySpecError(f"latency {text!r}: must be a finite number >= 0")
+            if v < 0 or not math.isfinite(v) or v > MAX_LATENCY_MS:
+                raise LatencySpecError(
+                    f"latency {text!r}: must be a number of ms from 0 to {MAX_LATENCY_MS:.0f}"
+                )
             return cls(spec=text, value=v)
         points: list[tuple[float, float]] = []
         for item in text.split(","):
@@ -55,8 +65,11 @@ class LatencyModel:
                 ms = float(val)
             except ValueError:
                 raise LatencySpecError(f"latency {text!r}: cannot read {item.strip()!r}") from None
-            if not 0 < q < 1 or not ms > 0 or not math.isfinite(ms):
-                raise LatencySpecError(f"latency {text!r}: {item.strip()!r} out of range")
+            if not 0 < q < 1 or not MIN_LATENCY_MS <= ms <= MAX_LATENCY_MS:
+                raise LatencySpecError(
+                    f"latency {text!r}: {item.strip()!r} out of range (percentile in (0, 100), "
+                    f"ms from {MIN_LATENCY_MS:g} to {MAX_LATENCY_MS:.0f})"
+                )
             points.append((q, ms))
         points.sort()
         if len({q for q, _ in points}) != len(points):
@@ -71,14 +84,23 @@ class LatencyModel:
         szz = sum((a - zm) ** 2 for a in z)
         sigma = sum((a - zm) * (b - ym) for a, b in zip(z, y, strict=True)) / szz
         mu = ym - sigma * zm
-        return cls(spec=text, mu=mu, sigma=max(0.0, sigma))
+        model = cls(spec=text, mu=mu, sigma=max(0.0, sigma))
+        tail = model.percentile(0.999)
+        if not tail <= MAX_LATENCY_MS:
+            raise LatencySpecError(
+                f"latency {text!r}: the fitted distribution's p99.9 is {tail:.3g} ms "
+                f"(over {MAX_LATENCY_MS:.0f}): the percentiles are too far apart"
+            )
+        return model
 
     def sample(self, rng: random.Random) -> float:
         if self.value is not None:
             return self.value
-        return math.exp(rng.gauss(self.mu, self.sigma))
+        # A parsed model's p99.9 is bounded; the far tail is cut there at
+        # 20x that bound so that no sample overflows (probability < 1e-12).
+        return min(math.exp(min(rng.gauss(self.mu, self.sigma), 700.0)), 20 * MAX_LATENCY_MS)
 
     def percentile(self, q: float) -> float:
         if self.value is not None:
             return self.value
-        return math.exp(self.mu + self.sigma * NormalDist().inv_cdf(q))
+        return math.exp(min(self.mu + self.sigma * NormalDist().inv_cdf(q), 700.0))
