@@ -30,17 +30,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from enum import Enum
 
 from turnkit.clock import settle
 from turnkit.frames import Frame, InterruptionFrame, SystemFrame
 
-__all__ = ["CollectSink", "FrameDirection", "FrameProcessor", "Pipeline"]
+__all__ = ["CollectSink", "FrameDirection", "FrameProcessor", "Pipeline", "collect_errors"]
 
 log = logging.getLogger(__name__)
+
+# Where processors report the exceptions they survive (see collect_errors).
+_ERRORS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "turnkit_pipeline_errors", default=None
+)
+
+
+@contextlib.contextmanager
+def collect_errors() -> Iterator[list[str]]:
+    """Collect, as one-line strings, every exception a processor survives
+    while pipelines run inside this block (``asyncio.run`` inside it
+    included). A live agent goes on after a bad frame; a replay must not
+    score a call whose pipeline failed, so it checks this list."""
+    errors: list[str] = []
+    token = _ERRORS.set(errors)
+    try:
+        yield errors
+    finally:
+        _ERRORS.reset(token)
 
 
 class FrameDirection(Enum):
@@ -137,10 +157,20 @@ class FrameProcessor:
             await self.process_frame(frame, direction)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            # One bad frame must not kill the call; the error is logged
-            # with the processor's name and the pipeline goes on.
-            log.exception("%s failed on %s", self.name, type(frame).__name__)
+        except Exception as exc:
+            # One bad frame must not kill the call: the pipeline goes on.
+            # The error is logged with the processor's name, or, when a
+            # caller collects errors (collect_errors: a replay), reported
+            # there as one line.
+            sink = _ERRORS.get()
+            if sink is None:
+                log.exception("%s failed on %s", self.name, type(frame).__name__)
+            else:
+                log.debug("%s failed on %s", self.name, type(frame).__name__, exc_info=True)
+                first = (str(exc).strip().splitlines() or [""])[0]
+                sink.append(
+                    f"{self.name} failed on {type(frame).__name__}: {type(exc).__name__}: {first}"
+                )
         finally:
             self._busy = False
             # Frames that arrived meanwhile were queued; our task takes them.
