@@ -59,11 +59,21 @@ def prompt_lint(
         typer.Option(help="engine /v1 URL: measure in its tokens (/apply-template, /tokenize)"),
     ] = None,
     model: Annotated[str, typer.Option(help="model name for engines that need one")] = "",
+    allow_remote: Annotated[
+        bool, typer.Option("--allow-remote", help="--base-url is your own non-local engine")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Shared-prefix share between consecutive requests, first difference, per-call values near the top."""
     from turnkit.llm.prompt_lint import lint_files
+    from turnkit.net import TargetRefused, check_target
 
+    if base_url is not None:
+        try:
+            check_target(base_url, allow_remote, what="--base-url")
+        except TargetRefused as exc:
+            _error(str(exc))
+            raise typer.Exit(2) from None
     report = lint_files(files, base_url=base_url, model=model, on_error=_error)
     if as_json:
         sys.stdout.write(json.dumps(report.as_dict(), indent=2) + "\n")
@@ -125,10 +135,14 @@ def cache_report(
         int, typer.Option(help="skip prefills/requests of at most this many tokens (pings)")
     ] = 1000,
     alert_below: Annotated[float, typer.Option(help="alert under this share")] = 0.90,
+    allow_remote: Annotated[
+        bool, typer.Option("--allow-remote", help="--metrics-url is your own non-local engine")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Cached share of prompt processing, from logs, usage files or metrics."""
     from turnkit.llm.cache_report import CacheStats, ReportError, stats_from_file, window_stats
+    from turnkit.net import TargetRefused, check_target
 
     files = files or []
     urls = metrics_url or []
@@ -137,6 +151,15 @@ def cache_report(
         raise typer.Exit(2)
     results: list[CacheStats] = []
     failed = 0
+    allowed = []
+    for url in urls:
+        try:
+            check_target(url, allow_remote, what="--metrics-url")
+            allowed.append(url)
+        except TargetRefused as exc:
+            failed += 1
+            _error(str(exc))
+    urls = allowed
     for path in files:
         try:
             results.append(stats_from_file(path, min_tokens))
@@ -231,7 +254,7 @@ def loadtest(
     """Call-shaped load against your own OpenAI-compatible engine: TTFT per turn, goodput, cached share."""
     from pydantic import ValidationError
 
-    from turnkit.llm.loadtest import LoadConfig, RemoteURLRefused, run_load
+    from turnkit.llm.loadtest import LoadConfig, RemoteURLRefused, check_target, run_load
 
     kind, _, ms = slo.partition(":")
     try:
@@ -240,6 +263,11 @@ def loadtest(
         slo_ms = float(ms)
     except ValueError:
         _error(f"--slo {slo!r}: expected ttft:MS")
+        raise typer.Exit(2) from None
+    try:
+        check_target(base_url, allow_remote)
+    except RemoteURLRefused as exc:
+        _error(str(exc))
         raise typer.Exit(2) from None
     try:
         cfg = LoadConfig(
@@ -261,13 +289,18 @@ def loadtest(
         raise typer.Exit(2) from None
     report = asyncio.run(run_load(cfg))
     summary = report.summary()
+    answered = any(r.ok for r in report.records)
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
-    else:
+    elif answered:
         _print_load(summary, report)
-    errors = [r.error for r in report.records if r.error]
-    if errors and len(errors) == len(report.records):
-        _error(f"every request failed; first: {errors[0]}")
+    if not answered:
+        errors = [r.error for r in report.records if r.error]
+        first = f"; first: {errors[0]}" if errors else ""
+        _error(
+            f"--base-url {base_url}: no request answered in {summary['duration']} s "
+            f"({len(report.records)} sent{first})"
+        )
         raise typer.Exit(1)
 
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+from turnkit.net import FetchError, fetch
 
 __all__ = [
     "ALERT_BELOW",
@@ -265,12 +265,13 @@ def metrics_stats(
 
 
 async def scrape_metrics(url: str, timeout_s: float = 5.0) -> dict[str, float]:
-    """One scrape; :class:`ReportError` (one line) when it does not answer."""
+    """One scrape, answered in full within ``timeout_s`` seconds in total
+    (a server that trickles bytes cannot hold it longer); :class:`ReportError`
+    (one line) otherwise."""
     try:
-        async with httpx.AsyncClient(timeout=timeout_s) as http:
-            resp = await http.get(url)
-    except httpx.HTTPError as exc:
-        raise ReportError(f"{url}: metrics did not answer ({type(exc).__name__})") from None
+        resp = await fetch("GET", url, deadline_s=timeout_s)
+    except FetchError as exc:
+        raise ReportError(f"metrics did not answer: {exc}") from None
     if resp.status_code != 200:
         hint = " (llama-server needs --metrics)" if resp.status_code in (404, 501) else ""
         raise ReportError(f"{url}: metrics answered HTTP {resp.status_code}{hint}")

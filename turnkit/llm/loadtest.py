@@ -35,9 +35,13 @@ TTFT p50/p90/p99 over the caller-facing requests and per turn index (the
 turn's first request), SLO attainment and goodput (caller-facing requests
 within ``slo_ttft_ms`` per second, ``request_goodput`` as in ``vllm bench
 serve``), the cached share of prompt tokens and uncached prompt tokens per
-second. The run is bounded by ``max_requests`` and ``max_duration_s``, and
-only targets loopback/private addresses unless ``allow_remote`` says the
-endpoint is the user's own.
+second. The run is bounded by ``max_requests`` and ``max_duration_s``: no
+request starts after the deadline, and the run ends at most
+``HARD_STOP_GRACE_S`` (2 s) after it, requests still in flight then cut and
+counted failed (an engine that never answers cannot hold it longer). It only
+targets what :func:`turnkit.net.check_target` allows (loopback/private
+addresses unless ``allow_remote`` says the endpoint is the user's own; never
+a known third-party API).
 
 Example::
 
@@ -84,6 +88,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CALLER_FACING = ("reply", "tool_call", "tool_followup")
+# The run ends at most this long after max_duration_s (in-flight requests cut).
+HARD_STOP_GRACE_S = 2.0
 # The shared target policy (turnkit.net); loadtest also refuses third-party APIs.
 RemoteURLRefused = TargetRefused
 
@@ -504,8 +510,12 @@ async def _run_call(
         conversation.append({"role": "assistant", "content": text or "Okay."})
     else:
         report.calls_done += 1
-    if background:
-        await asyncio.gather(*background)
+    try:
+        if background:
+            await asyncio.gather(*background)
+    finally:
+        for task in background:  # cut at the hard stop: none left running
+            task.cancel()
 
 
 async def run_load(cfg: LoadConfig, clock: Clock | None = None) -> LoadReport:
@@ -536,12 +546,19 @@ async def run_load(cfg: LoadConfig, clock: Clock | None = None) -> LoadReport:
                 await _run_call(cfg, plan, client, clock, budget, report, layouts, t0, run_id)
 
         tasks = [asyncio.create_task(one(p)) for p in plans]
-        # Hard stop a little after the deadline: requests in flight are cut.
-        grace = min(cfg.request_timeout_s, 30.0)
+        # Hard stop HARD_STOP_GRACE_S after the deadline: requests still in
+        # flight (an engine that never answers) are cut and counted failed.
+        grace = min(cfg.request_timeout_s, HARD_STOP_GRACE_S)
         try:
             await asyncio.wait_for(asyncio.gather(*tasks), cfg.max_duration_s + grace)
         except TimeoutError:
-            report.stopped = "max_duration_s reached (in-flight requests cancelled)"
+            report.stopped = "max_duration_s reached (in-flight requests cut)"
+            for rec in report.records:
+                if rec.error is None and rec.ttft_ms is None:
+                    rec.error = (
+                        f"no answer before the hard stop ({cfg.max_duration_s:g} s "
+                        f"+ {grace:g} s)"
+                    )
     report.duration_s = clock.now() - t0
     report.stopped = report.stopped or budget.stopped
     return report

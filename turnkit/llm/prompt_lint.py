@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+from turnkit.net import FetchError, fetch_sync
 
 __all__ = [
     "CanonicalRendering",
@@ -192,23 +192,23 @@ class EngineTokenizer:
         root = base_url.rstrip("/")
         self.root = root[: -len("/v1")] if root.endswith("/v1") else root
         self.model = model
-        self.http = httpx.Client(timeout=timeout_s)
+        self.timeout_s = timeout_s  # each request's total deadline
         self.method = ""  # "engine-template", "engine-chat" or "canonical"
 
     def close(self) -> None:
-        self.http.close()
+        pass
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         url = f"{self.root}{path}"
         try:
-            resp = self.http.post(url, json=body)
-        except httpx.HTTPError as exc:
-            raise EngineError(f"engine at {url} did not answer: {type(exc).__name__}") from None
+            resp = fetch_sync("POST", url, json=body, deadline_s=self.timeout_s)
+        except FetchError as exc:
+            raise EngineError(f"engine did not answer: {exc}") from None
         if resp.status_code != 200:
             return None
         try:
             data = resp.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         return data if isinstance(data, dict) else None
 
@@ -222,7 +222,10 @@ class EngineTokenizer:
         tokens = data.get("tokens") if data else None
         if not isinstance(tokens, list):
             raise EngineError(f"engine at {self.root}/tokenize gave no tokens")
-        return [t if isinstance(t, int) else int(t.get("id", -1)) for t in tokens]
+        try:
+            return [t if isinstance(t, int) else int(t.get("id", -1)) for t in tokens]
+        except (AttributeError, TypeError, ValueError):
+            raise EngineError(f"engine at {self.root}/tokenize gave malformed tokens") from None
 
     def _model(self) -> dict[str, Any]:
         return {"model": self.model} if self.model else {}
@@ -237,8 +240,12 @@ class EngineTokenizer:
         if self.method in ("", "engine-chat"):
             data = self._post("/tokenize", {**chat, **self._model()})  # vLLM chat tokenize
             if data is not None and isinstance(data.get("tokens"), list):
+                try:
+                    ids = [int(t) for t in data["tokens"]]
+                except (TypeError, ValueError):
+                    raise EngineError(f"engine at {self.root}/tokenize gave malformed tokens") from None
                 self.method = "engine-chat"
-                return [int(t) for t in data["tokens"]]
+                return ids
         self.method = "canonical"
         return self.tokenize_text(canonical_render(body).text)
 
