@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from turnkit import __version__
-from turnkit.cli import eot, replay, serving
+from turnkit.cli import dial, eot, replay, serving
 from turnkit.cli.common import out
 
 __all__ = ["app", "main"]
@@ -33,7 +33,7 @@ def _root(
         raise typer.Exit(0)
 
 
-for _group in (replay, eot, serving):
+for _group in (replay, eot, serving, dial):
     _group.register(app)
 
 

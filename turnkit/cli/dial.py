@@ -1,0 +1,350 @@
+"""``turnkit dial``: a recorded caller calls a running agent over a real
+transport; each live call is written as ``turnkit.recording/v1``, scored
+with the replay's metrics, and set beside ``turnkit replay``'s prediction
+for the same detector and latency settings."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from turnkit.cli.common import err, out
+from turnkit.cli.common import fail as _fail
+from turnkit.cli.common import fmt as _fmt
+from turnkit.cli.common import setup_logging as _setup_logging
+
+__all__ = ["dial", "register"]
+
+STAGES = ("stt_ms", "llm_ttft_ms", "tts_ttfb_ms")
+
+
+def _check_url(url: str, allow_remote: bool) -> None:
+    from urllib.parse import urlsplit
+
+    from turnkit.net import TargetRefused, check_target
+
+    scheme = urlsplit(url).scheme
+    as_http = {"ws": "http", "wss": "https"}.get(scheme, scheme)
+    try:
+        check_target(as_http + url[len(scheme) :], allow_remote, what="URL")
+    except TargetRefused as exc:
+        _fail(str(exc).replace(as_http + url[len(scheme) :], url))
+
+
+def agent_stage_latencies(messages: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The agent's own per-turn stage figures (its ``turnkit-metrics``
+    messages), by stage."""
+    out_: dict[str, list[float]] = {k: [] for k in (*STAGES, "eot_delay_ms", "response_ms")}
+    for m in messages:
+        if m.get("type") != "turnkit-metrics":
+            continue
+        for k in out_:
+            v = m.get(k)
+            if isinstance(v, int | float):
+                out_[k].append(float(v))
+    return out_
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def dial(
+    url: Annotated[str, typer.Argument(help="the agent, e.g. ws://127.0.0.1:8765/ws")],
+    recordings: Annotated[list[Path], typer.Argument(help="call folders, or folders of calls")],
+    transport: Annotated[
+        str, typer.Option(help="websocket (Pipecat protobuf) or webrtc (Pipecat SmallWebRTC)")
+    ] = "websocket",
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="write each live call here, as turnkit.recording/v1")
+    ] = Path("dial-calls"),
+    json_path: Annotated[Path | None, typer.Option("--json", help="write results here")] = None,
+    html_path: Annotated[
+        Path | None, typer.Option("--html", help="write an HTML report (live beside predicted)")
+    ] = None,
+    detector: Annotated[
+        str, typer.Option("--detector", "-d", help="the agent's detector, for the prediction")
+    ] = "fused",
+    llm_ttft_ms: Annotated[str, typer.Option(help="prediction: LLM first-token latency")] = "350",
+    tts_ttfb_ms: Annotated[str, typer.Option(help="prediction: TTS first-audio latency")] = "150",
+    stt_delay_ms: Annotated[float, typer.Option(help="prediction: transcription delay")] = 0.0,
+    latency_from_agent: Annotated[
+        bool,
+        typer.Option(
+            help="predict with the medians of the stage latencies the agent reported "
+            "(its turnkit-metrics messages) instead of the three options above"
+        ),
+    ] = False,
+    timeout_s: Annotated[
+        float, typer.Option(help="no reply this long after a turn ends: missed")
+    ] = 5.0,
+    connect_timeout_s: Annotated[float, typer.Option(help="give up connecting after this")] = 10.0,
+    call_timeout_s: Annotated[float, typer.Option(help="hang up a call after this")] = 120.0,
+    allow_remote: Annotated[
+        bool,
+        typer.Option("--allow-remote", help="URL is your own agent on a non-private address"),
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Call a running agent with recorded callers; score the live calls."""
+    _setup_logging(verbose)
+    from turnkit.clock import VirtualClock
+    from turnkit.detectors.registry import DetectorSpecError, create_detector
+    from turnkit.dial import DialConfig, DialError, get_transport
+    from turnkit.dial.transport import TRANSPORTS
+    from turnkit.replay.latency import LatencyModel, LatencySpecError
+    from turnkit.replay.recording import RecordingError, find_recordings, load_recording
+
+    if transport not in TRANSPORTS:
+        _fail(f"--transport: unknown transport {transport!r} (known: {', '.join(TRANSPORTS)})")
+    try:
+        create_detector(detector, VirtualClock())
+    except DetectorSpecError as exc:
+        _fail(f"--detector: {exc}")
+    for name, value in (("--llm-ttft-ms", llm_ttft_ms), ("--tts-ttfb-ms", tts_ttfb_ms)):
+        try:
+            LatencyModel.parse(value)
+        except LatencySpecError as exc:
+            _fail(f"{name}: {exc}")
+    for name, v in (
+        ("--timeout-s", timeout_s),
+        ("--connect-timeout-s", connect_timeout_s),
+        ("--call-timeout-s", call_timeout_s),
+    ):
+        if not v > 0:
+            _fail(f"{name}: must be > 0, got {v:g}")
+    if stt_delay_ms < 0:
+        _fail(f"--stt-delay-ms: must be >= 0, got {stt_delay_ms:g}")
+    _check_url(url, allow_remote)
+    try:
+        tr = get_transport(transport)
+    except DialError as exc:
+        _fail(f"--transport: {exc}")
+    paths = find_recordings(recordings)
+    cfg = DialConfig(
+        connect_timeout_s=connect_timeout_s,
+        call_timeout_s=call_timeout_s,
+        answer_timeout_s=timeout_s,
+    )
+    t0 = time.perf_counter()
+    results = asyncio.run(
+        _dial_all(paths, tr, url, cfg, out_dir, timeout_s, load_recording, RecordingError)
+    )
+    failed = [r for r in results if r["failure"]]
+    messages = [m for r in results for m in r.get("messages", [])]
+    stages = agent_stage_latencies(messages)
+    llm, tts, stt = llm_ttft_ms, tts_ttfb_ms, stt_delay_ms
+    if latency_from_agent:
+        med = {k: _median(v) for k, v in stages.items()}
+        llm = f"{med['llm_ttft_ms']:.0f}" if med["llm_ttft_ms"] is not None else llm
+        tts = f"{med['tts_ttfb_ms']:.0f}" if med["tts_ttfb_ms"] is not None else tts
+        stt = med["stt_ms"] if med["stt_ms"] is not None else stt
+    report = _predict_and_compare(results, detector, llm, tts, stt, timeout_s)
+    report["elapsed_s"] = round(time.perf_counter() - t0, 2)
+    report["agent_stages_ms"] = {k: _pcts(v) for k, v in stages.items()}
+    _print(report)
+    if json_path is not None:
+        json_path.write_text(json.dumps(_jsonable(report), indent=1) + "\n", encoding="utf-8")
+    if html_path is not None:
+        from turnkit.replay.report import write_report
+
+        write_report(
+            html_path,
+            results=[report["live"], report["predicted"]],
+            comparisons=[],
+            sweeps=[],
+            calls={"live": report["_live_scores"], detector: report["_pred_scores"]},
+            failed=[{"path": r["path"], "error": r["failure"]} for r in failed],
+        )
+    if failed:
+        raise typer.Exit(1)
+
+
+def _pcts(xs: list[float]) -> dict[str, float | None]:
+    import numpy as np
+
+    if not xs:
+        return {"p50": None, "p95": None, "n": 0}
+    a = np.asarray(xs)
+    return {
+        "p50": round(float(np.percentile(a, 50)), 1),
+        "p95": round(float(np.percentile(a, 95)), 1),
+        "n": len(xs),
+    }
+
+
+async def _dial_all(
+    paths: list[Path],
+    tr: Any,
+    url: str,
+    cfg: Any,
+    out_dir: Path,
+    timeout_s: float,
+    load_recording: Any,
+    recording_error: type[Exception],
+) -> list[dict[str, Any]]:
+    from turnkit.dial import dial_call, score_live, write_live_recording
+
+    results: list[dict[str, Any]] = []
+    for path in paths:
+        entry: dict[str, Any] = {"path": str(path), "failure": None, "messages": []}
+        results.append(entry)
+        try:
+            rec = load_recording(path)
+        except recording_error as exc:
+            entry["failure"] = str(exc)
+            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            continue
+        entry["rec"] = rec
+        call = await dial_call(rec, tr, url, cfg)
+        entry["messages"] = call.messages
+        if call.failure:
+            entry["failure"] = f"{path}: {call.failure}"
+            err.print(f"[red]error:[/red] {entry['failure']}", highlight=False, soft_wrap=True)
+        if len(call.caller) == 0:
+            continue  # nothing was sent: nothing to write
+        try:
+            live_rec = write_live_recording(call, out_dir / rec.id)
+        except (recording_error, OSError) as exc:
+            msg = f"{path}: writing the live call: {exc}"
+            entry["failure"] = entry["failure"] or msg
+            err.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
+            continue
+        entry["live_path"] = str(live_rec.folder)
+        entry["score"] = score_live(call, live_rec, timeout_s=timeout_s, grace_s=0.5)
+    return results
+
+
+def _predict_and_compare(
+    results: list[dict[str, Any]],
+    detector: str,
+    llm: str,
+    tts: str,
+    stt: float,
+    timeout_s: float,
+) -> dict[str, Any]:
+    from turnkit.replay.metrics import aggregate
+    from turnkit.replay.simulator import ReplayConfig, replay_call
+
+    config = ReplayConfig(
+        llm_ttft_ms=llm, tts_ttfb_ms=tts, stt_delay_ms=stt, timeout_s=timeout_s
+    )
+    live_scores, pred_scores, turns = [], [], []
+    for r in results:
+        if "score" not in r:
+            continue
+        live = r["score"]
+        pred = asyncio.run(replay_call(r["rec"], detector, config))
+        live_scores.append(live)
+        pred_scores.append(pred)
+        for lt, pt in zip(live.turns, pred.turns, strict=False):
+            diff = (
+                None
+                if lt.response_ms is None or pt.response_ms is None
+                else round(lt.response_ms - pt.response_ms, 1)
+            )
+            turns.append(
+                {
+                    "call": live.call,
+                    "turn": lt.turn,
+                    "end": round(lt.end, 3),
+                    "live_ms": None if lt.response_ms is None else round(lt.response_ms, 1),
+                    "predicted_ms": None if pt.response_ms is None else round(pt.response_ms, 1),
+                    "diff_ms": diff,
+                    "live_missed": lt.missed,
+                    "live_interrupted": lt.interrupted,
+                    "predicted_missed": pt.missed,
+                    "predicted_interrupted": pt.interrupted,
+                }
+            )
+    diffs = [t["diff_ms"] for t in turns if t["diff_ms"] is not None]
+    abs_diffs = [abs(d) for d in diffs]
+    return {
+        "url": None,
+        "detector": detector,
+        "prediction_config": {"llm_ttft_ms": llm, "tts_ttfb_ms": tts, "stt_delay_ms": stt},
+        "live": aggregate("live", live_scores),
+        "predicted": aggregate(detector, pred_scores),
+        "per_turn": turns,
+        "diff_ms": _pcts(diffs),
+        "abs_diff_ms": _pcts(abs_diffs),
+        "calls": [
+            {
+                "path": r["path"],
+                "live_path": r.get("live_path"),
+                "failure": r["failure"],
+            }
+            for r in results
+        ],
+        "failed": sum(1 for r in results if r["failure"]),
+        "_live_scores": live_scores,
+        "_pred_scores": pred_scores,
+    }
+
+
+def _jsonable(report: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in report.items() if not k.startswith("_")}
+
+
+def _print(report: dict[str, Any]) -> None:
+    t = Table(title=f"live vs predicted ({report['detector']}), response latency per turn")
+    for col in ("call", "turn", "end s", "live", "predicted", "live − predicted"):
+        t.add_column(col, justify="left" if col == "call" else "right")
+
+    def cell(ms: float | None, missed: bool, cut: bool) -> str:
+        if ms is None:
+            return "missed" + (" (cut off)" if cut else "") if missed else "—"
+        return f"{ms:.0f} ms" + (" (cut off)" if cut else "")
+
+    for row in report["per_turn"]:
+        t.add_row(
+            row["call"],
+            str(row["turn"]),
+            f"{row['end']:.2f}",
+            cell(row["live_ms"], row["live_missed"], row["live_interrupted"]),
+            cell(row["predicted_ms"], row["predicted_missed"], row["predicted_interrupted"]),
+            "—" if row["diff_ms"] is None else f"{row['diff_ms']:+.0f} ms",
+        )
+    out.print(t)
+    s = Table(title="scored with the replay's metrics")
+    for col in ("", "turns", "p50", "p95", "interrupted", "missed", "false barge-in", "recall"):
+        s.add_column(col, justify="right")
+    for name in ("live", "predicted"):
+        a = report[name]
+        fbi = [v for v in a["false_barge_in_rate"].values() if v is not None]
+        s.add_row(
+            name,
+            str(a["turns"]),
+            _fmt(a["response_ms"]["p50"], " ms"),
+            _fmt(a["response_ms"]["p95"], " ms"),
+            _fmt(a["interruption_rate"], pct=True),
+            _fmt(a["missed_rate"], pct=True),
+            _fmt(max(fbi) if fbi else None, pct=True),
+            _fmt(a["barge_in_recall"], pct=True),
+        )
+    out.print(s)
+    d = report["diff_ms"]
+    out.print(
+        f"live − predicted: median {_fmt(d['p50'], ' ms')}, p95 {_fmt(d['p95'], ' ms')} "
+        f"over {d['n']} answered turns; prediction with {report['prediction_config']}; "
+        f"{report['failed']} call(s) failed; {report['elapsed_s']} s"
+    )
+    st = report["agent_stages_ms"]
+    if any(v["n"] for v in st.values()):
+        out.print(
+            "agent stages (its own figures): "
+            + ", ".join(
+                f"{k} p50 {_fmt(v['p50'])} p95 {_fmt(v['p95'])}" for k, v in st.items() if v["n"]
+            )
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("dial")(dial)

@@ -1,0 +1,156 @@
+"""A live call measured, written and scored like a replayed one.
+
+What the agent did is measured from the audio the caller heard
+(:func:`agent_runs`: 20 ms frames above ``-45 dBFS``, gaps shorter than
+``merge_gap_s`` joined, runs shorter than ``min_run_s`` dropped), because
+that is all a caller knows. Each run becomes a replay
+:class:`~turnkit.replay.agent.Reply` whose decision and first audio are the
+run's start (a live agent's decision is not observable on the line, so a
+reply that starts playing inside a caller turn counts as a cutoff of it,
+and its latency is the turn's ``end`` to the run's start), attributed to the
+latest caller turn begun by then (the replay's rule, ``LabelPlanner``). A run
+that ends within ``INTERRUPT_MATCH_S`` of an interruption message from the
+agent was stopped by it (``interrupted``); otherwise it completed. The replies
+are then scored by the replay's own :func:`~turnkit.replay.metrics.score_call`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+from turnkit.dial.caller import LiveCall
+from turnkit.dial.transport import SEND_RATE
+from turnkit.replay.agent import Reply
+from turnkit.replay.metrics import CallScore, score_call
+from turnkit.replay.recording import FORMAT, Recording, load_recording
+from turnkit.replay.simulator import LabelPlanner
+
+__all__ = ["agent_runs", "live_replies", "score_live", "write_live_recording"]
+
+FRAME = 320  # 20 ms at 16 kHz
+THRESHOLD_DBFS = -45.0
+INTERRUPT_MATCH_S = 0.3
+
+
+def agent_runs(
+    audio: np.ndarray,
+    rate: int = SEND_RATE,
+    *,
+    merge_gap_s: float = 0.5,
+    min_run_s: float = 0.06,
+    threshold_dbfs: float = THRESHOLD_DBFS,
+) -> list[tuple[float, float]]:
+    """Stretches of agent sound as ``(start, end)`` seconds."""
+    frame = round(rate * FRAME / SEND_RATE)
+    n = len(audio) // frame
+    if n == 0:
+        return []
+    blocks = audio[: n * frame].astype(np.float64).reshape(n, frame)
+    rms = np.sqrt((blocks**2).mean(axis=1))
+    loud = 20 * np.log10(np.maximum(rms, 1e-10)) > threshold_dbfs
+    runs: list[list[float]] = []
+    for i in np.flatnonzero(loud):
+        s, e = i * frame / rate, (i + 1) * frame / rate
+        if runs and s - runs[-1][1] < merge_gap_s:
+            runs[-1][1] = e
+        else:
+            runs.append([s, e])
+    return [(round(s, 3), round(e, 3)) for s, e in runs if e - s >= min_run_s]
+
+
+def live_replies(call: LiveCall) -> list[Reply]:
+    """The agent's runs as replay replies (see the module docstring)."""
+    planner = LabelPlanner(call.rec, 2.0)
+    out: list[Reply] = []
+    for i, (s, e) in enumerate(agent_runs(call.agent)):
+        stopped = any(abs(t - e) <= INTERRUPT_MATCH_S for t in call.interruptions)
+        out.append(
+            Reply(
+                id=i,
+                decision_at=s,
+                compute_ms=0.0,
+                latency_ms=0.0,
+                audio_due=s,
+                turn=planner.turn_for(s),
+                first_audio_at=s,
+                planned_end=e,
+                stopped_at=e if stopped else None,
+                stop_reason="interrupted" if stopped else "completed",
+                reason="live",
+            )
+        )
+    return out
+
+
+def score_live(call: LiveCall, rec: Recording, *, timeout_s: float, grace_s: float) -> CallScore:
+    """The live call scored against the original labels with the replay's
+    metrics (``rec`` is the live recording, whose labels are the original's)."""
+    score = score_call(
+        rec,
+        live_replies(call),
+        timeout_s=timeout_s,
+        grace_s=grace_s,
+        wall_seconds=call.wall_s,
+        llm_requests=0,
+    )
+    score.echo_reference = "live"
+    return score
+
+
+def write_live_recording(call: LiveCall, folder: Path) -> Recording:
+    """Write the live call as ``turnkit.recording/v1``: ``caller.wav`` as
+    sent, ``agent.wav`` as heard, the original caller-side labels (those that
+    fit in what was sent), and the live ``agent_turn`` runs. Returns it loaded
+    (and so checked) by :func:`load_recording`."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    dur = len(call.caller) / SEND_RATE
+    sf.write(folder / "caller.wav", call.caller, SEND_RATE, subtype="PCM_16")
+    sf.write(
+        folder / "agent.wav",
+        (np.clip(call.agent, -1, 1) * 32767).round().astype("<i2"),
+        SEND_RATE,
+        subtype="PCM_16",
+    )
+    orig = call.rec.manifest
+    events: list[dict[str, Any]] = [
+        e.model_dump(exclude_none=True)
+        for e in orig.events
+        if e.type != "agent_turn" and e.end <= dur + 1e-6
+    ]
+    texts = [m.get("text", "") for m in call.messages if m.get("type") == "bot-text"]
+    for k, (s, e) in enumerate(agent_runs(call.agent)):
+        events.append(
+            {"type": "agent_turn", "start": s, "end": min(e, dur), "text": ""}
+            | ({"text": texts[k]} if k < len(texts) else {})
+        )
+    events.sort(key=lambda e: (e["start"], e["type"]))
+    manifest = {
+        "format": FORMAT,
+        "id": orig.id,
+        "language": orig.language,
+        "audio": {"caller": "caller.wav", "agent": "agent.wav"},
+        "source": "turnkit dial",
+        "tags": [*orig.tags, "live"],
+        "events": events,
+        "live": {
+            "original": str(call.rec.folder),
+            "url": call.url,
+            "transport": call.transport,
+            "failure": call.failure,
+            "wall_s": round(call.wall_s, 3),
+            "audio_chunks": call.chunks,
+            "interruptions": call.interruptions,
+            "agent_messages": call.messages,
+            "agent_run_threshold_dbfs": THRESHOLD_DBFS,
+        },
+    }
+    (folder / "call.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return load_recording(folder)
