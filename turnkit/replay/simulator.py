@@ -11,16 +11,22 @@ simulated agent (latency model + the baseline barge-in policy), all in a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
 import random
+import signal
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,7 +39,7 @@ from turnkit.clock import VirtualClock
 from turnkit.detectors.registry import DetectorSpecError, create_detector
 from turnkit.drafting.drafter import EagerDrafter
 from turnkit.frames import AudioInFrame, EndFrame, StartFrame
-from turnkit.pipeline import CollectSink, Pipeline
+from turnkit.pipeline import CollectSink, Pipeline, collect_errors
 from turnkit.processors import TurnDetectorProcessor, VADProcessor
 from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.latency import LatencyModel
@@ -43,8 +49,10 @@ from turnkit.replay.oracle import OracleTranscriber, oracle_words
 from turnkit.replay.recording import AgentTurn, Recording, RecordingError, load_recording
 
 __all__ = [
+    "CallFailure",
     "LabelPlanner",
     "ReplayConfig",
+    "ReplayInterrupted",
     "barge_in_filters",
     "call_seed",
     "replay_call",
@@ -245,24 +253,62 @@ class CallFailure:
     error: str
 
 
+class ReplayInterrupted(Exception):
+    """The batch was stopped by SIGTERM (or SIGINT: ``KeyboardInterrupt``);
+    every worker process has been ended when this is raised."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
 def _replay_job(
     path: str, detectors: list[str], config: ReplayConfig
-) -> tuple[str, list[dict] | CallFailure]:
-    """Worker entry: one call through every detector (the audio is read once)."""
+) -> tuple[str, list[dict] | CallFailure, list[str]]:
+    """Worker entry: one call through every detector (the audio is read once
+    per detector, in blocks), and the call's warnings. Never raises for a
+    bad call: anything that goes wrong is that call's :class:`CallFailure`,
+    including an exception a pipeline processor survived (the score would
+    otherwise be computed from a half-run pipeline)."""
     try:
         rec = load_recording(Path(path))
     except RecordingError as exc:
-        return path, CallFailure(path, str(exc))
+        return path, CallFailure(path, str(exc)), []
+    except Exception as exc:  # load_recording's own net missed it: still one call
+        log.debug("loading %s failed", path, exc_info=True)
+        return (
+            path,
+            CallFailure(path, f"{path}: cannot load: {type(exc).__name__}: {_one_line(exc)}"),
+            [],
+        )
     out: list[dict] = []
     try:
         for spec in detectors:
-            out.append(asyncio.run(replay_call(rec, spec, config)).to_dict())
+            with collect_errors() as errors:
+                score = asyncio.run(replay_call(rec, spec, config))
+            if errors:
+                more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+                return (
+                    path,
+                    CallFailure(path, f"{path}: replay with {spec} failed: {errors[0]}{more}"),
+                    list(rec.warnings),
+                )
+            out.append(score.to_dict())
     except (AudioError, RecordingError, DetectorSpecError) as exc:
-        return path, CallFailure(path, str(exc))
-    except Exception as exc:  # one broken call must not sink the batch
+        return path, CallFailure(path, _one_line(exc)), list(rec.warnings)
+    except (Exception, RecursionError) as exc:  # one broken call must not sink the batch
         log.debug("replay of %s failed", path, exc_info=True)
-        return path, CallFailure(path, f"{path}: replay failed: {type(exc).__name__}: {exc}")
-    return path, out
+        return (
+            path,
+            CallFailure(path, f"{path}: replay failed: {type(exc).__name__}: {_one_line(exc)}"),
+            list(rec.warnings),
+        )
+    return path, out, list(rec.warnings)
 
 
 def _worker_init() -> None:
@@ -271,6 +317,100 @@ def _worker_init() -> None:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"
     logging.basicConfig(level=logging.ERROR)
+    # Ctrl-C reaches the whole process group: the main process ends the
+    # workers (a worker interrupted inside the pool's queue code can
+    # deadlock it). SIGTERM keeps its default: die at once.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM this worker when the process that started it dies,
+    even by SIGKILL, so that no worker outlives its batch."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent was already gone
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """In the main thread, turn SIGTERM into :class:`ReplayInterrupted` so
+    that the batch ends its workers before the process goes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        raise ReplayInterrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _end_workers(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
+    """Stop a pool now: cancel what has not started, SIGTERM every worker,
+    SIGKILL what is still there after ``grace_s``."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        with contextlib.suppress(Exception):
+            if p.is_alive():
+                p.kill()
+                p.join(1.0)
+
+
+def _run_pool(
+    jobs: list[str],
+    detectors: list[str],
+    config: ReplayConfig,
+    workers: int,
+    broken: list[str],
+) -> Iterator[tuple[str, list[dict] | CallFailure, list[str]]]:
+    """One pool over ``jobs``; the jobs lost to a worker that died (killed,
+    out of memory) go to ``broken`` instead of being yielded."""
+    ctx = get_context("spawn")  # onnxruntime sessions must not cross a fork
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(jobs)), mp_context=ctx, initializer=_worker_init
+    )
+    try:
+        futures = {pool.submit(_replay_job, p, detectors, config): p for p in jobs}
+        for fut in as_completed(futures):
+            p = futures[fut]
+            try:
+                yield fut.result()
+            except BrokenProcessPool:
+                broken.append(p)
+            except Exception as exc:  # e.g. a result that did not pickle
+                yield (
+                    p,
+                    CallFailure(p, f"{p}: replay failed: {type(exc).__name__}: {_one_line(exc)}"),
+                    [],
+                )
+    except BaseException:
+        # Ctrl-C, SIGTERM, or the consumer stopped iterating: no worker
+        # may outlive the batch.
+        _end_workers(pool)
+        raise
+    pool.shutdown(wait=True)
 
 
 def replay_many(
@@ -278,19 +418,52 @@ def replay_many(
     detectors: list[str],
     config: ReplayConfig,
     workers: int,
+    warnings: list[dict[str, str]] | None = None,
 ) -> Iterator[tuple[str, list[CallScore] | CallFailure]]:
     """Replay every call through every detector; yields per call as done
-    (in completion order with several workers)."""
+    (in completion order with several workers). Each call's warnings
+    (:attr:`Recording.warnings`) are appended to ``warnings`` as
+    ``{"path", "warning"}``.
+
+    Every call is yielded once, as scores or as a :class:`CallFailure`: a
+    worker that dies takes only its own call with it (the others are run
+    again, and a call that kills a worker twice is run alone, then failed).
+    SIGTERM raises :class:`ReplayInterrupted` and Ctrl-C
+    ``KeyboardInterrupt``, after every worker has been ended."""
     jobs = [str(p) for p in paths]
-    if workers <= 1 or len(jobs) <= 1:
-        for p in jobs:
-            yield _unpack(*_replay_job(p, detectors, config))
-        return
-    ctx = get_context("spawn")  # onnxruntime sessions must not cross a fork
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init) as pool:
-        futures = [pool.submit(_replay_job, p, detectors, config) for p in jobs]
-        for fut in as_completed(futures):
-            yield _unpack(*fut.result())
+    sink = warnings if warnings is not None else []
+
+    def unpack(path: str, res: list[dict] | CallFailure, notes: list[str]) -> tuple[str, Any]:
+        sink.extend({"path": path, "warning": w} for w in notes)
+        return _unpack(path, res)
+
+    with _sigterm_raises():
+        if workers <= 1 or len(jobs) <= 1:
+            for p in jobs:
+                yield unpack(*_replay_job(p, detectors, config))
+            return
+        tries: dict[str, int] = {}
+        pending = jobs
+        while pending:
+            broken: list[str] = []
+            shared = [p for p in pending if tries.get(p, 0) < 2]
+            for item in _run_pool(shared, detectors, config, workers, broken):
+                yield unpack(*item)
+            for p in (p for p in pending if tries.get(p, 0) >= 2):
+                lost: list[str] = []
+                for item in _run_pool([p], detectors, config, 1, lost):
+                    yield unpack(*item)
+                for q in lost:
+                    yield (
+                        q,
+                        CallFailure(
+                            q,
+                            f"{q}: the worker process replaying it died (killed, or out of memory)",
+                        ),
+                    )
+            for p in broken:
+                tries[p] = tries.get(p, 0) + 1
+            pending = broken
 
 
 def _unpack(path: str, res: list[dict] | CallFailure) -> tuple[str, list[CallScore] | CallFailure]:
