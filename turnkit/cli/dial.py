@@ -78,8 +78,9 @@ def dial(
     latency_from_agent: Annotated[
         bool,
         typer.Option(
-            help="predict with the medians of the stage latencies the agent reported "
-            "(its turnkit-metrics messages) instead of the three options above"
+            help="predict each turn with the stage latencies the agent reported for it "
+            "(its turnkit-metrics messages: STT, LLM TTFT, TTS TTFB) fed to the replay; "
+            "other turns with their medians"
         ),
     ] = False,
     timeout_s: Annotated[
@@ -146,7 +147,9 @@ def dial(
         llm = f"{med['llm_ttft_ms']:.0f}" if med["llm_ttft_ms"] is not None else llm
         tts = f"{med['tts_ttfb_ms']:.0f}" if med["tts_ttfb_ms"] is not None else tts
         stt = med["stt_ms"] if med["stt_ms"] is not None else stt
-    report = _predict_and_compare(results, detector, llm, tts, stt, timeout_s)
+    report = _predict_and_compare(
+        results, detector, llm, tts, stt, timeout_s, per_turn_stages=latency_from_agent
+    )
     report["elapsed_s"] = round(time.perf_counter() - t0, 2)
     report["agent_stages_ms"] = {k: _pcts(v) for k, v in stages.items()}
     _print(report)
@@ -217,8 +220,12 @@ async def _dial_all(
             entry["failure"] = entry["failure"] or msg
             err.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
             continue
+        from turnkit.dial.live import explain_missed, live_replies, turn_stages
+
         entry["live_path"] = str(live_rec.folder)
-        entry["score"] = score_live(call, live_rec, timeout_s=timeout_s, grace_s=0.5)
+        entry["score"] = score = score_live(call, live_rec, timeout_s=timeout_s, grace_s=0.5)
+        entry["stages"] = turn_stages(call, live_replies(call))
+        entry["missed"] = explain_missed(call, live_rec, score, timeout_s)
     return results
 
 
@@ -229,22 +236,40 @@ def _predict_and_compare(
     tts: str,
     stt: float,
     timeout_s: float,
+    per_turn_stages: bool = False,
 ) -> dict[str, Any]:
+    """Replay each original call (``replay_call``, in-process) and set its
+    per-turn response latency beside the live one. With ``per_turn_stages``
+    a turn whose stage latencies the agent reported is predicted by a
+    replay fed exactly those (constant LLM TTFT, TTS TTFB, STT delay)."""
     from turnkit.replay.metrics import aggregate
     from turnkit.replay.simulator import ReplayConfig, replay_call
 
-    config = ReplayConfig(
-        llm_ttft_ms=llm, tts_ttfb_ms=tts, stt_delay_ms=stt, timeout_s=timeout_s
-    )
+    base = ReplayConfig(llm_ttft_ms=llm, tts_ttfb_ms=tts, stt_delay_ms=stt, timeout_s=timeout_s)
     live_scores, pred_scores, turns = [], [], []
     for r in results:
         if "score" not in r:
             continue
         live = r["score"]
-        pred = asyncio.run(replay_call(r["rec"], detector, config))
+        cache: dict[ReplayConfig, Any] = {base: asyncio.run(replay_call(r["rec"], detector, base))}
+        pred = cache[base]
         live_scores.append(live)
         pred_scores.append(pred)
         for lt, pt in zip(live.turns, pred.turns, strict=False):
+            st = r.get("stages", {}).get(lt.turn, {})
+            fed = None
+            if per_turn_stages and "llm_ttft_ms" in st and "tts_ttfb_ms" in st:
+                cfg = base.model_copy(
+                    update={
+                        "llm_ttft_ms": f"{st['llm_ttft_ms']:.1f}",
+                        "tts_ttfb_ms": f"{st['tts_ttfb_ms']:.1f}",
+                        "stt_delay_ms": st.get("stt_ms", stt),
+                    }
+                )
+                if cfg not in cache:
+                    cache[cfg] = asyncio.run(replay_call(r["rec"], detector, cfg))
+                pt = cache[cfg].turns[lt.turn]
+                fed = {k: round(v, 1) for k, v in st.items()}
             diff = (
                 None
                 if lt.response_ms is None or pt.response_ms is None
@@ -260,8 +285,11 @@ def _predict_and_compare(
                     "diff_ms": diff,
                     "live_missed": lt.missed,
                     "live_interrupted": lt.interrupted,
+                    "missed_reason": r.get("missed", {}).get(lt.turn),
                     "predicted_missed": pt.missed,
                     "predicted_interrupted": pt.interrupted,
+                    "agent_stages_ms": st,
+                    "fed_to_replay": fed,
                 }
             )
     diffs = [t["diff_ms"] for t in turns if t["diff_ms"] is not None]
@@ -304,6 +332,12 @@ def _print(report: dict[str, Any]) -> None:
         return f"{ms:.0f} ms" + (" (cut off)" if cut else "")
 
     for row in report["per_turn"]:
+        if row["missed_reason"]:
+            err.print(
+                f"{row['call']} turn {row['turn']}: missed: {row['missed_reason']}",
+                highlight=False,
+                soft_wrap=True,
+            )
         t.add_row(
             row["call"],
             str(row["turn"]),

@@ -154,3 +154,63 @@ def write_live_recording(call: LiveCall, folder: Path) -> Recording:
     }
     (folder / "call.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return load_recording(folder)
+
+
+STAGE_KEYS = ("stt_ms", "llm_ttft_ms", "tts_ttfb_ms", "eot_delay_ms", "response_ms")
+MATCH_S = 1.0
+
+
+def turn_stages(call: LiveCall, replies: list[Reply]) -> dict[int, dict[str, float]]:
+    """The agent's own stage figures per caller turn: each ``turnkit-metrics``
+    message (sent when the agent started speaking) goes to the reply whose
+    first audio is nearest, within ``MATCH_S``, and so to that reply's turn."""
+    out: dict[int, dict[str, float]] = {}
+    for m in call.messages:
+        if m.get("type") != "turnkit-metrics":
+            continue
+        near = [r for r in replies if r.first_audio_at is not None and r.turn is not None]
+        best = min(near, key=lambda r: abs(r.first_audio_at - m["at"]), default=None)  # type: ignore[operator]
+        if best is None or abs(best.first_audio_at - m["at"]) > MATCH_S:  # type: ignore[operator]
+            continue
+        assert best.turn is not None
+        out.setdefault(
+            best.turn,
+            {k: float(m[k]) for k in STAGE_KEYS if isinstance(m.get(k), int | float)},
+        )
+    return out
+
+
+def explain_missed(
+    call: LiveCall, rec: Recording, score: CallScore, timeout_s: float
+) -> dict[int, str]:
+    """Why each missed caller turn got no answer, in the caller's terms."""
+    turns = rec.caller_turns
+    runs = agent_runs(call.agent)
+    dur = len(call.caller) / SEND_RATE
+    out: dict[int, str] = {}
+    for ts in score.turns:
+        if not ts.missed:
+            continue
+        i = ts.turn
+        end = turns[i].end
+        nxt = turns[i + 1].start if i + 1 < len(turns) else None
+        inside = [s for s, _ in runs if turns[i].start <= s < end]
+        later = [s for s, _ in runs if end <= s]
+        stops = [t for t in call.interruptions if end <= t and (nxt is None or t <= nxt + 0.5)]
+        if call.failure and dur < end + timeout_s:
+            out[i] = f"call ended early: {call.failure}"
+        elif inside and not later:
+            out[i] = f"the agent spoke inside the turn (at {inside[0]:.2f} s), before its end"
+        elif nxt is not None and nxt < end + timeout_s and not [s for s in later if s < nxt]:
+            why = "; the agent reported an interruption of its reply" if stops else ""
+            out[i] = (
+                f"talked over: the caller's next turn began {1000 * (nxt - end):.0f} ms after "
+                f"this one ended, before any agent audio{why}"
+            )
+        elif later and later[0] - end > timeout_s:
+            out[i] = (
+                f"answered too late: first agent audio {1000 * (later[0] - end):.0f} ms after the turn"
+            )
+        else:
+            out[i] = f"no agent audio within {timeout_s:g} s"
+    return out
