@@ -4,6 +4,7 @@ calls through the end-of-turn detectors, recordings checked, detectors listed.""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -16,10 +17,45 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from turnkit import __version__
-from turnkit.cli.common import err, out
+from turnkit.cli.common import (
+    check_output,
+    err,
+    escape,
+    json_safe,
+    out,
+    say_error,
+    warn,
+    write_atomic,
+)
 from turnkit.cli.common import fail as _fail
 from turnkit.cli.common import fmt as _fmt
 from turnkit.cli.common import setup_logging as _setup_logging
+
+# ReplayConfig field -> the option that sets it, for one-line option errors.
+_OPTION_OF = {
+    "llm_ttft_ms": "--llm-ttft-ms",
+    "tts_ttfb_ms": "--tts-ttfb-ms",
+    "stt_delay_ms": "--stt-delay-ms",
+    "timeout_s": "--timeout-s",
+    "seed": "--seed",
+    "eager": "--eager",
+    "filters": "--no-filters",
+    "llm_url": "--llm-url",
+    "llm_model": "--llm-model",
+}
+
+
+def _config_error(exc: Exception) -> str:
+    """A pydantic error on ReplayConfig as ``--option: why`` (no URL)."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError) and exc.errors():
+        e = exc.errors()[0]
+        field = str(e["loc"][0]) if e["loc"] else ""
+        option = _OPTION_OF.get(field, field or "option")
+        return f"{option}: {e['msg'].removeprefix('Value error, ')} (got {e.get('input')!r})"
+    return f"bad replay option: {str(exc).splitlines()[0]}"
+
 
 __all__ = ["detectors", "register", "replay", "validate"]
 
@@ -92,7 +128,12 @@ def replay(
     from turnkit.replay.latency import LatencyModel, LatencySpecError
     from turnkit.replay.metrics import CallScore, aggregate
     from turnkit.replay.recording import find_recordings
-    from turnkit.replay.simulator import CallFailure, ReplayConfig, replay_many
+    from turnkit.replay.simulator import (
+        CallFailure,
+        ReplayConfig,
+        ReplayInterrupted,
+        replay_many,
+    )
 
     specs = detector or ["silence"]
     for spec in specs:
@@ -105,6 +146,11 @@ def replay(
             LatencyModel.parse(value)
         except LatencySpecError as exc:
             _fail(f"{name}: {exc}")
+    for name, number in (("--stt-delay-ms", stt_delay_ms), ("--timeout-s", timeout_s)):
+        if not math.isfinite(number):
+            _fail(f"{name}: {number} is not a finite number")
+    if workers < 0:
+        _fail(f"--workers: {workers} is negative (0: one per core)")
     try:
         config = ReplayConfig(
             llm_ttft_ms=llm_ttft_ms,
@@ -118,7 +164,11 @@ def replay(
             llm_model=llm_model,
         )
     except ValueError as exc:
-        _fail(f"bad replay option: {str(exc).splitlines()[-1]}")
+        _fail(_config_error(exc))
+    # Outputs are checked before the run: a typo must not cost the run.
+    for option, target in (("--json", json_path), ("--html", html_path)):
+        if target is not None:
+            check_output(target, option)
     if llm_url is not None:
         _check_engine(llm_url, allow_remote)
 
@@ -138,43 +188,95 @@ def replay(
                 grids[spec] = g
     run_specs = list(dict.fromkeys([*specs, *(s for _, pts in grids.values() for _, s in pts)]))
 
-    calls = find_recordings(paths)
-    if not any((c / "call.json").is_file() for c in calls):
+    search_notes: list[str] = []
+    calls = find_recordings(paths, search_notes)
+    if not any(_has_manifest(c) for c in calls):
         _fail(f"no recordings (no call.json) under {', '.join(str(p) for p in paths)}")
+    warnings: list[dict[str, Any]] = [
+        {"path": n.split(": ", 1)[0], "warning": n} for n in search_notes
+    ]
+    for n in search_notes:
+        warn(n)
     # A live engine measures TTFTs: the replay's own parallelism would load it.
     default_workers = 1 if llm_url is not None else (os.cpu_count() or 1)
     n_workers = workers if workers > 0 else default_workers
     n_workers = min(n_workers, len(calls))
 
-    scores: dict[str, list[CallScore]] = {s: [] for s in run_specs}
+    by_path: dict[str, list[CallScore]] = {}
     failed: list[dict[str, str]] = []
     t0 = time.perf_counter()
-    with Progress(
-        TextColumn("[bold]replay"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("calls"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as progress:
-        task = progress.add_task("replay", total=len(calls))
-        for _path, res in replay_many(calls, run_specs, config, n_workers):
-            if isinstance(res, CallFailure):
-                failed.append({"path": res.path, "error": res.error})
-                err.print(f"[red]error:[/red] {res.error}", highlight=False, soft_wrap=True)
-            else:
-                for spec, score in zip(run_specs, res, strict=True):
-                    scores[spec].append(score)
-            progress.advance(task)
+    shown = len(warnings)
+    batch = replay_many(calls, run_specs, config, n_workers, warnings)
+    try:
+        with Progress(
+            TextColumn("[bold]replay"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("calls"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,
+        ) as progress:
+            task = progress.add_task("replay", total=len(calls))
+            for path, res in batch:
+                if isinstance(res, CallFailure):
+                    failed.append({"path": res.path, "error": res.error})
+                    say_error(res.error)
+                else:
+                    by_path[path] = res
+                for w in warnings[shown:]:
+                    warn(w["warning"])
+                shown = len(warnings)
+                progress.advance(task)
+    except KeyboardInterrupt:
+        batch.close()
+        say_error("interrupted (Ctrl-C): workers stopped, nothing written", "stopped")
+        raise typer.Exit(130) from None
+    except ReplayInterrupted as exc:
+        batch.close()
+        say_error(f"{exc}: workers stopped, nothing written", "stopped")
+        raise typer.Exit(128 + exc.signum) from None
+    finally:
+        batch.close()
     elapsed = time.perf_counter() - t0
+
+    # Two calls with one id would merge in paired statistics and the report:
+    # the first (by path) keeps it, each other one fails.
+    owner: dict[str, str] = {}
+    for path in sorted(by_path):
+        call_id = by_path[path][0].call if by_path[path] else None
+        if call_id is None:
+            continue
+        if call_id in owner:
+            msg = (
+                f"{Path(path) / 'call.json'}: id: {call_id!r} is already the id of "
+                f"{owner[call_id]} (ids must be unique in a batch)"
+            )
+            failed.append({"path": path, "error": msg})
+            say_error(msg)
+            del by_path[path]
+        else:
+            owner[call_id] = path
+    scores: dict[str, list[CallScore]] = {s: [] for s in run_specs}
+    for res in by_path.values():
+        for spec, score in zip(run_specs, res, strict=True):
+            scores[spec].append(score)
 
     results = []
     for spec in specs:
         ordered = sorted(scores[spec], key=lambda s: s.call)
         results.append(aggregate(spec, ordered))
     failed.sort(key=lambda f: f["path"])
+    for r in results:
+        n_fallback = r.get("fallback_decisions") or 0
+        if n_fallback:
+            note = (
+                f"{r['detector']}: {n_fallback} of {r.get('decisions', '?')} end-of-turn "
+                "decisions fell back (its model or engine failed; see fallback_decisions)"
+            )
+            warn(note)
+            warnings.append({"path": None, "detector": r["detector"], "warning": note})
 
     _print_results(results, len(calls), len(failed), elapsed, n_workers)
     _print_drafting(results)
@@ -184,6 +286,7 @@ def replay(
             f"echo filter: no agent.wav in {len(no_ref)} call(s), transcript check only: "
             + ", ".join(no_ref),
             highlight=False,
+            markup=False,
         )
     comparisons = [paired_compare(results[0], r, seed=seed) for r in results[1:]]
     if comparisons:
@@ -193,23 +296,15 @@ def replay(
         _print_sweeps(sweeps)
     if per_turn:
         _print_turns(results)
-    if html_path is not None:
-        from turnkit.replay.report import write_report
-
-        write_report(
-            html_path,
-            results=results,
-            comparisons=comparisons,
-            sweeps=sweeps,
-            calls={spec: sorted(scores[spec], key=lambda s: s.call) for spec in specs},
-            failed=failed,
-        )
-        err.print(f"wrote {html_path}", highlight=False)
+    write_failed = False
+    # JSON first: the HTML report is the one more likely to fail (size,
+    # odd text), and it must not take the results with it.
     if json_path is not None:
         doc: dict[str, Any] = {
             "turnkit": __version__,
             "recordings": len(calls),
             "failed": failed,
+            "warnings": warnings,
             "config": config.model_dump(),
             "workers": n_workers,
             "elapsed_seconds": round(elapsed, 3),
@@ -217,11 +312,40 @@ def replay(
             "comparisons": comparisons,
             "sweeps": sweeps,
         }
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(doc, indent=2) + "\n")
-        err.print(f"wrote {json_path}", highlight=False)
-    if failed:
+        try:
+            text = json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n"
+            write_atomic(json_path, text)
+            err.print(f"wrote {json_path}", highlight=False, markup=False)
+        except (OSError, ValueError) as exc:
+            write_failed = True
+            reason = getattr(exc, "strerror", None) or exc
+            say_error(f"--json {json_path}: cannot write ({reason})")
+    if html_path is not None:
+        from turnkit.replay.report import write_report
+
+        try:
+            write_report(
+                html_path,
+                results=results,
+                comparisons=comparisons,
+                sweeps=sweeps,
+                calls={spec: sorted(scores[spec], key=lambda s: s.call) for spec in specs},
+                failed=failed,
+            )
+            err.print(f"wrote {html_path}", highlight=False, markup=False)
+        except (OSError, ValueError) as exc:
+            write_failed = True
+            reason = getattr(exc, "strerror", None) or exc
+            say_error(f"--html {html_path}: cannot write ({reason})")
+    if failed or write_failed:
         raise typer.Exit(1)
+
+
+def _has_manifest(folder: Path) -> bool:
+    try:
+        return (folder / "call.json").is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _check_engine(url: str, allow_remote: bool = False) -> None:
@@ -261,7 +385,7 @@ def _print_drafting(results: list[dict[str, Any]]) -> None:
     for r in rows:
         d, live = r["drafts"], r.get("llm_live")
         table.add_row(
-            r["detector"],
+            escape(r["detector"]),
             f"{d['started']} / {d['used']} / {d['cancelled']}",
             "—" if r["llm_requests_per_turn"] is None else f"{r['llm_requests_per_turn']:.2f}",
             _fmt(r["draft_saved_ms"]["p50"], " ms"),
@@ -299,7 +423,7 @@ def _print_results(
         fbi = r["false_barge_in_rate"]
         speed = r["audio_seconds"] / r["wall_seconds"] if r["wall_seconds"] else None
         table.add_row(
-            r["detector"],
+            escape(r["detector"]),
             str(r["turns"]),
             _fmt(r["response_ms"]["p50"], " ms"),
             _fmt(r["response_ms"]["p95"], " ms"),
@@ -326,14 +450,14 @@ def _ci(d: dict[str, Any], pct: bool = False) -> str:
 
 def _print_comparisons(comparisons: list[dict[str, Any]]) -> None:
     table = Table(
-        title=f"paired vs {comparisons[0]['baseline']} — same turns, 95% bootstrap CI over calls",
+        title=f"paired vs {escape(comparisons[0]['baseline'])} — same turns, 95% bootstrap CI over calls",
         title_justify="left",
     )
     for col in ("detector", "turns", "Δ median response", "Δ interruption rate", "Δ missed rate"):
         table.add_column(col)
     for c in comparisons:
         table.add_row(
-            c["detector"],
+            escape(c["detector"]),
             f"{c['turns']} ({c['calls']} calls)",
             _ci(c["median_response_diff_ms"]),
             _ci(c["interruption_rate_diff"], pct=True),
@@ -381,7 +505,7 @@ def _print_sweeps(sweeps: list[dict[str, Any]]) -> None:
     for sw in sweeps:
         values = [p["value"] for p in sw["points"]]
         table.add_row(
-            sw["detector"],
+            escape(sw["detector"]),
             f"{sw['param']} {min(values):g}…{max(values):g} ({len(values)})",
             _fmt(sw["cutoff_at_300ms"], pct=True),
             _fmt(sw["cutoff_at_600ms"], pct=True),
@@ -390,7 +514,7 @@ def _print_sweeps(sweeps: list[dict[str, Any]]) -> None:
         )
     out.print(table)
     for sw in sweeps:
-        pts = Table(title=f"{sw['detector']} by {sw['param']}", title_justify="left")
+        pts = Table(title=f"{escape(sw['detector'])} by {sw['param']}", title_justify="left")
         for col in (sw["param"], "hold cutoff", "eot mean", "eot p50", "interruption", "resp p50"):
             pts.add_column(col, justify="right")
         for p in sw["points"]:
@@ -407,12 +531,12 @@ def _print_sweeps(sweeps: list[dict[str, Any]]) -> None:
 
 def _print_turns(results: list[dict[str, Any]]) -> None:
     for r in results:
-        table = Table(title=f"per turn — {r['detector']}", title_justify="left")
+        table = Table(title=f"per turn — {escape(r['detector'])}", title_justify="left")
         for col in ("call", "turn", "end (s)", "response", "eot delay", "cutoffs", "missed"):
             table.add_column(col)
         for t in r["per_turn"]:
             table.add_row(
-                t["call"],
+                escape(t["call"]),
                 str(t["turn"]),
                 f"{t['end']:.2f}",
                 _fmt(t["response_ms"], " ms"),
@@ -433,9 +557,12 @@ def validate(
     _setup_logging(verbose)
     from turnkit.replay.recording import RecordingError, find_recordings, load_recording
 
-    calls = find_recordings(paths)
-    if not any((c / "call.json").is_file() for c in calls):
+    notes: list[str] = []
+    calls = find_recordings(paths, notes)
+    if not any(_has_manifest(c) for c in calls):
         _fail(f"no recordings (no call.json) under {', '.join(str(p) for p in paths)}")
+    for n in notes:
+        warn(n)
     table = Table(title="recordings", title_justify="left")
     for col in (
         "call",
@@ -450,28 +577,51 @@ def validate(
     ):
         table.add_column(col)
     bad = 0
-    for folder in calls:
-        try:
-            rec = load_recording(folder, check_audio=True)
-        except RecordingError as exc:
-            bad += 1
-            err.print(f"[red]invalid:[/red] {exc}", highlight=False, soft_wrap=True)
-            continue
-        holds: Counter[str] = Counter(g[2] for t in rec.caller_turns for g in t.gaps())
-        barge = sum(
-            1 for t in rec.caller_turns if any(a.start < t.start < a.end for a in rec.agent_turns)
-        )
-        table.add_row(
-            rec.id,
-            f"{rec.duration:.1f}",
-            str(len(rec.caller_turns)),
-            ", ".join(f"{k} {v}" for k, v in sorted(holds.items())) or "0",
-            str(len(rec.backchannels)),
-            str(len(rec.echoes)),
-            str(len(rec.noises)),
-            str(barge),
-            "yes" if rec.agent_path else "no",
-        )
+    owner: dict[str, Path] = {}
+    try:
+        for folder in calls:
+            try:
+                rec = load_recording(folder, check_audio=True)
+            except RecordingError as exc:
+                bad += 1
+                say_error(str(exc), "invalid")
+                continue
+            except Exception as exc:  # load_recording should not, but one call never stops it
+                bad += 1
+                first = (str(exc).strip().splitlines() or [""])[0]
+                say_error(f"{folder}: cannot load: {type(exc).__name__}: {first}", "invalid")
+                continue
+            if rec.id in owner:
+                bad += 1
+                say_error(
+                    f"{folder / 'call.json'}: id: {rec.id!r} is already the id of "
+                    f"{owner[rec.id]} (ids must be unique in a batch)",
+                    "invalid",
+                )
+                continue
+            owner[rec.id] = folder
+            for w in rec.warnings:
+                warn(w)
+            holds: Counter[str] = Counter(g[2] for t in rec.caller_turns for g in t.gaps())
+            barge = sum(
+                1
+                for t in rec.caller_turns
+                if any(a.start < t.start < a.end for a in rec.agent_turns)
+            )
+            table.add_row(
+                escape(rec.id),
+                f"{rec.duration:.1f}",
+                str(len(rec.caller_turns)),
+                ", ".join(f"{k} {v}" for k, v in sorted(holds.items())) or "0",
+                str(len(rec.backchannels)),
+                str(len(rec.echoes)),
+                str(len(rec.noises)),
+                str(barge),
+                "yes" if rec.agent_path else "no",
+            )
+    except KeyboardInterrupt:
+        say_error("interrupted (Ctrl-C)", "stopped")
+        raise typer.Exit(130) from None
     out.print(table)
     out.print(f"{len(calls) - bad} valid, {bad} invalid", highlight=False)
     if bad:
