@@ -21,8 +21,11 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import html
 import math
+import os
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -995,8 +998,24 @@ def write_report(
     calls: dict[str, list[CallScore]],
     failed: list[dict[str, Any]],
 ) -> None:
-    """Write the self-contained HTML report to ``path`` (UTF-8)."""
+    """Write the self-contained HTML report to ``path`` (UTF-8; text that is
+    not valid Unicode is replaced, never refused): rendered first, then
+    written to a temporary file beside ``path`` and renamed over it, so a
+    failure (full disk) leaves no half report. Raises ``OSError``."""
     text = render_report(
         results=results, comparisons=comparisons, sweeps=sweeps, calls=calls, failed=failed
     )
-    Path(path).write_text(text, encoding="utf-8")
+    data = text.encode("utf-8", errors="replace")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
