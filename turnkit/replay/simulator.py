@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkit.audio.vad import VADAnalyzer, VADParams
-from turnkit.audio.wav import AudioError, iter_frames, read_wav
+from turnkit.audio.wav import AudioError, read_wav
 from turnkit.barge_in.echo import EchoFilter, align_reference
 from turnkit.barge_in.policy import BargeInPolicy, FilteredBargeIn, VADBargeIn
 from turnkit.barge_in.processors import EchoGateProcessor
@@ -162,7 +162,7 @@ def barge_in_filters(
 async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) -> CallScore:
     """Replay one call through one detector and score it."""
     t0 = time.perf_counter()
-    audio = rec.caller_audio(SAMPLE_RATE)
+    n_samples = rec.caller_samples(SAMPLE_RATE)  # the audio streams in blocks below
     clock = VirtualClock()
     detector = create_detector(detector_spec, clock)
     vad = VADAnalyzer(
@@ -177,7 +177,7 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
         if config.llm_url is None
         else LiveTTFT(config.llm_url, model_ttft, model=config.llm_model)
     )
-    barge_in, gate, echo_reference = barge_in_filters(rec, len(audio), clock, config)
+    barge_in, gate, echo_reference = barge_in_filters(rec, n_samples, clock, config)
     agent = SimulatedAgent(
         clock,
         LabelPlanner(rec, config.default_reply_s),
@@ -205,7 +205,7 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
         pipeline.queue_frame_nowait(StartFrame(sample_rate=SAMPLE_RATE))
         await pipeline.wait_idle()
         n = vad.frame_samples
-        for start, chunk in iter_frames(audio, n):
+        for start, chunk in rec.caller_frames(SAMPLE_RATE, n):
             at = start / SAMPLE_RATE
             # A frame is available once its last sample has arrived.
             await clock.advance_to(at + n / SAMPLE_RATE)
