@@ -18,10 +18,13 @@ Kept light to import: models load only when a command runs.
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Protocol, runtime_checkable
+from typing import Annotated, Any, NoReturn, Protocol, runtime_checkable
 
 import typer
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -47,10 +50,17 @@ def _consoles():
     return out, err
 
 
-def _fail(msg: str, code: int = 2) -> None:
+def _fail(msg: str, code: int = 2) -> NoReturn:
     _, err = _consoles()
-    err.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
+    err.print(f"[red]error:[/red] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def escape(text: str) -> str:
+    """``text`` with rich markup escaped (paths like ``calls [draft]/c1``)."""
+    from rich.markup import escape as _escape
+
+    return _escape(text)
 
 
 def text_scorer(spec: str) -> TextScorer:
@@ -94,6 +104,10 @@ def _parse(line: str) -> _Input:
         doc = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"malformed JSON ({exc.msg})") from None
+    except ValueError as exc:  # e.g. an integer over Python's digit limit
+        raise ValueError(f"malformed JSON ({str(exc).split(':')[0]})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     if not isinstance(doc, dict):
         raise ValueError(f"expected a JSON object, got {type(doc).__name__}")
     try:
@@ -114,35 +128,64 @@ def eot_score(
     ] = "semantic-text",
 ) -> None:
     """Score each line's text as finished or not: one {"p_end", "end"} JSON line per input line."""
-    from turnkit.detectors.registry import DetectorSpecError
-
-    try:
-        scorer = text_scorer(detector)
-    except DetectorSpecError as exc:
-        _fail(str(exc))
+    scorer = _scorer_or_fail(detector)
     name = "<stdin>" if str(file) == "-" else str(file)
     try:
-        lines = (
-            sys.stdin.read().splitlines() if name == "<stdin>" else file.read_text().splitlines()
-        )
-    except (OSError, UnicodeDecodeError) as exc:
-        _fail(f"{name}: cannot read ({exc.__class__.__name__}: {exc})")
+        data = sys.stdin.buffer.read() if name == "<stdin>" else file.read_bytes()
+    except OSError as exc:
+        _fail(f"{name}: cannot read ({exc.__class__.__name__}: {exc})", 1)
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     bad = 0
     write = sys.stdout.write
-    for n, line in enumerate(lines, 1):
+    for n, raw in enumerate(data.splitlines(), 1):
         try:
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(
+                    f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+                ) from None
             item = _parse(line)
+            p = _predict(scorer, item.text, item.agent_text())
         except ValueError as exc:
             bad += 1
             msg = f"{name}:{n}: {exc}"
             sys.stderr.write(msg + "\n")
             write(json.dumps({"error": msg}) + "\n")
             continue
-        p = float(scorer.predict(item.text, item.agent_text()))
         write(json.dumps({"p_end": round(p, 6), "end": p >= scorer.threshold}) + "\n")
     sys.stdout.flush()
     if bad:
         raise typer.Exit(1)
+
+
+def _scorer_or_fail(spec: str) -> TextScorer:
+    """The scorer of ``spec``, or one line naming the option and exit 2."""
+    from turnkit.detectors.registry import DetectorSpecError
+
+    try:
+        return text_scorer(spec)
+    except DetectorSpecError as exc:
+        _fail(str(exc))
+    except (ValueError, TypeError) as exc:  # a detector's own check of its parameters
+        _fail(f"--detector {spec}: {' '.join(str(exc).split())}")
+
+
+def _predict(scorer: TextScorer, text: str, agent_text: str) -> float:
+    """P(end) of one text; ValueError (one line) when the scorer fails on it
+    (an engine that is down or answers nonsense, a text the model cannot
+    take) or returns no probability."""
+    try:
+        p = float(scorer.predict(text, agent_text))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # any detector's scorer: one line, the rest still scored
+        why = " ".join(str(exc).split())[:300]
+        raise ValueError(f"scorer failed: {type(exc).__name__}: {why}") from None
+    if not math.isfinite(p):
+        raise ValueError(f"scorer returned {p}, not a probability")
+    return p
 
 
 _ASCII_WORD = re.compile(r"[A-Za-z]")
@@ -153,41 +196,154 @@ def _english(lines: list[str]) -> list[str]:
     return [s.strip() for s in lines if _ASCII_WORD.search(s) and not _CJK.search(s)]
 
 
-def load_eval(eval_dir: Path) -> dict[str, list[tuple[str, list[str], bool]]]:
-    """{set: [(class, texts, is_end)]} from the TEN and turnsense files."""
-    sets: dict[str, list[tuple[str, list[str], bool]]] = {}
+EvalSets = dict[str, list[tuple[str, list[str], bool]]]
+
+
+def load_eval(
+    eval_dir: Path, on_error: Callable[[str], None] | None = None
+) -> EvalSets:
+    """{set: [(class, texts, is_end)]} from the TEN and turnsense files.
+
+    A file that cannot be read (not UTF-8, malformed JSON, not a list) is
+    reported through ``on_error`` (one line naming it) and left out; a
+    turnsense entry without ``prompt`` / ``response.eou_probability`` is
+    skipped and counted in one line per file. Without ``on_error`` the first
+    problem raises ValueError."""
+
+    def error(msg: str) -> None:
+        if on_error is None:
+            raise ValueError(msg)
+        on_error(msg)
+
+    sets: EvalSets = {}
     ten = []
     for cls, end in (("finished", True), ("unfinished", False), ("wait", True)):
         f = eval_dir / f"ten_{cls}.txt"
-        if f.is_file():
-            ten.append((cls, _english(f.read_text(encoding="utf-8").splitlines()), end))
+        if not f.is_file():
+            continue
+        try:
+            text = f.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            error(f"{f}: not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})")
+            continue
+        except OSError as exc:
+            error(f"{f}: cannot read ({exc.__class__.__name__}: {exc.strerror or exc})")
+            continue
+        ten.append((cls, _english(text.splitlines()), end))
     if ten:
         sets["TEN (English)"] = ten
     ts = sorted(eval_dir.glob("turnsense_dataset_*.json"))
     if ts:
-        doc = json.loads(ts[0].read_text(encoding="utf-8"))
-        complete = [d["prompt"] for d in doc if d["response"]["eou_probability"] == 1.0]
-        incomplete = [d["prompt"] for d in doc if d["response"]["eou_probability"] == 0.1]
-        sets["turnsense"] = [("complete", complete, True), ("incomplete", incomplete, False)]
+        loaded = _load_turnsense(ts[0], error)
+        if loaded is not None:
+            complete, incomplete = loaded
+            sets["turnsense"] = [("complete", complete, True), ("incomplete", incomplete, False)]
     return sets
 
 
-def evaluate(scorer: TextScorer, eval_dir: Path) -> list[dict[str, Any]]:
+def _load_turnsense(f: Path, error: Callable[[str], None]) -> tuple[list[str], list[str]] | None:
+    try:
+        doc = json.loads(f.read_bytes().decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        error(f"{f}: not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})")
+        return None
+    except OSError as exc:
+        error(f"{f}: cannot read ({exc.__class__.__name__}: {exc.strerror or exc})")
+        return None
+    except json.JSONDecodeError as exc:
+        error(f"{f}: malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
+        return None
+    except (ValueError, RecursionError) as exc:
+        error(f"{f}: malformed JSON ({exc.__class__.__name__})")
+        return None
+    if not isinstance(doc, list):
+        error(f"{f}: expected a JSON list of entries, got {type(doc).__name__}")
+        return None
+    complete: list[str] = []
+    incomplete: list[str] = []
+    skipped: list[str] = []
+    for i, d in enumerate(doc):
+        resp = d.get("response") if isinstance(d, dict) else None
+        prob = resp.get("eou_probability") if isinstance(resp, dict) else None
+        prompt = d.get("prompt") if isinstance(d, dict) else None
+        if not isinstance(prompt, str):
+            skipped.append(f"[{i}].prompt")
+        elif isinstance(prob, bool) or not isinstance(prob, int | float):
+            skipped.append(f"[{i}].response.eou_probability")
+        elif prob == 1.0:
+            complete.append(prompt)
+        elif prob == 0.1:
+            incomplete.append(prompt)
+    if skipped:
+        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+        error(
+            f"{f}: {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} without a string "
+            f"prompt and a number response.eou_probability, left out: {skipped[0]}{more}"
+        )
+    return complete, incomplete
+
+
+def evaluate(
+    scorer: TextScorer,
+    eval_dir: Path,
+    on_error: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Accuracy per (set, class). A text the scorer fails on is left out of
+    its class and counted in ``failed`` (one line per class through
+    ``on_error``; without it the first failure raises ValueError)."""
     rows = []
-    for set_name, classes in load_eval(eval_dir).items():
+    for set_name, classes in load_eval(eval_dir, on_error).items():
         for cls, texts, end in classes:
-            hits = sum((scorer.predict(t, "") >= scorer.threshold) == end for t in texts)
+            hits = scored = 0
+            failures: list[str] = []
+            for t in texts:
+                try:
+                    p = _predict(scorer, t, "")
+                except ValueError as exc:
+                    if on_error is None:
+                        raise
+                    failures.append(str(exc))
+                    continue
+                scored += 1
+                hits += (p >= scorer.threshold) == end
+            if failures and on_error is not None:
+                on_error(
+                    f"{eval_dir} {set_name} / {cls}: {len(failures)} of {len(texts)} texts "
+                    f"not scored; first: {failures[0]}"
+                )
             rows.append(
                 {
                     "set": set_name,
                     "class": cls,
                     "label": "end" if end else "hold",
-                    "n": len(texts),
-                    "accuracy": hits / len(texts) if texts else None,
+                    "n": scored,
+                    "failed": len(failures),
+                    "accuracy": hits / scored if scored else None,
                     "published": TEN_PUBLISHED.get(cls) if set_name.startswith("TEN") else None,
                 }
             )
     return rows
+
+
+def _check_output(path: Path, option: str) -> None:
+    """Exit 2 with one line, before any work, if ``path`` cannot be written."""
+    if path.is_dir():
+        _fail(f"{option} {path}: is a folder, expected a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        _fail(f"{option} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        _fail(f"{option} {path}: not writable")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def eot_eval(
@@ -202,20 +358,25 @@ def eot_eval(
     """Accuracy per class on TEN's English test set and turnsense, beside TEN 7B's published figures."""
     from rich.table import Table
 
-    from turnkit.detectors.registry import DetectorSpecError
-
-    try:
-        scorer = text_scorer(detector)
-    except DetectorSpecError as exc:
-        _fail(str(exc))
+    if json_path is not None:
+        _check_output(json_path, "--json")
     if not eval_dir.is_dir():
-        _fail(f"{eval_dir}: no such folder (pass --eval-dir)")
-    rows = evaluate(scorer, eval_dir)
+        _fail(f"--eval-dir {eval_dir}: no such folder")
+    scorer = _scorer_or_fail(detector)
+    errors: list[str] = []
+    _, err = _consoles()
+
+    def on_error(msg: str) -> None:
+        errors.append(msg)
+        err.print(f"[red]error:[/red] {escape(msg)}", highlight=False, soft_wrap=True)
+
+    rows = evaluate(scorer, eval_dir, on_error)
     if not rows:
-        _fail(f"{eval_dir}: no ten_*.txt or turnsense_dataset_*.json")
+        _fail(f"--eval-dir {eval_dir}: no readable ten_*.txt or turnsense_dataset_*.json", 1)
     out, _ = _consoles()
     table = Table(
-        title=f"eot-eval — {detector} (threshold {scorer.threshold:.2f})", title_justify="left"
+        title=escape(f"eot-eval — {detector} (threshold {scorer.threshold:.2f})"),
+        title_justify="left",
     )
     for col, just in (
         ("set", "left"),
@@ -232,13 +393,19 @@ def eot_eval(
             r["set"],
             r["class"],
             r["label"],
-            str(r["n"]),
+            str(r["n"]) + (f" ({r['failed']} failed)" if r["failed"] else ""),
             "—" if acc is None else f"{acc * 100:.2f}%",
             "—" if pub is None else f"{pub * 100:.2f}%",
         )
     out.print(table)
     if json_path is not None:
-        json_path.write_text(json.dumps({"detector": detector, "rows": rows}, indent=2) + "\n")
+        body = {"detector": detector, "rows": rows, "errors": errors}
+        try:
+            _write_atomic(json_path, json.dumps(body, indent=2) + "\n")
+        except OSError as exc:
+            _fail(f"--json {json_path}: cannot write ({exc.strerror or exc})", 1)
+    if errors:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

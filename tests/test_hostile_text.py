@@ -1,0 +1,164 @@
+"""eot-score / eot-eval on hostile input: each bad line, file, option or
+failing engine is one line naming it, no traceback, exit 1 (2 for a bad
+option), and everything else is still scored and written."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def turnkit(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "turnkit.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "PYTHONPATH": str(ROOT)},
+    )
+
+
+def no_traceback(r: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+GOOD_1 = b'{"text": "yes", "context": [{"role": "assistant", "content": "Is that right?"}]}'
+GOOD_2 = b'{"text": "i would like to book a table for"}'
+
+
+def test_eot_score_bad_lines_reported_rest_scored(tmp_path: Path) -> None:
+    lines = [
+        GOOD_1,
+        b'{"text": "caf\xe9 au lait"}',  # latin-1 byte: not UTF-8
+        b"[" * 200_000,  # RecursionError in json
+        b'{"text": 1' + b"0" * 5000 + b"}",  # over Python's int digit limit
+        GOOD_2,
+        '{"text": "line\u2028separator inside a string"}'.encode(),  # one line, not two
+    ]
+    f = tmp_path / "in.jsonl"
+    f.write_bytes(b"\n".join(lines) + b"\n")
+    r = turnkit("eot-score", str(f))
+    no_traceback(r)
+    assert r.returncode == 1
+    out = [json.loads(s) for s in r.stdout.splitlines()]
+    assert len(out) == len(lines)
+    assert 0 <= out[0]["p_end"] <= 1 and "p_end" in out[4] and "p_end" in out[5]
+    assert out[1]["error"].startswith(f"{f}:2: not UTF-8 (byte 0xe9")
+    assert out[2]["error"] == f"{f}:3: JSON nested too deeply"
+    assert out[3]["error"].startswith(f"{f}:4: malformed JSON")
+    err = r.stderr.strip().splitlines()
+    assert [e.split(":")[1] for e in err] == ["2", "3", "4"]
+
+
+def test_eot_score_non_utf8_on_stdin(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "turnkit.cli", "eot-score", "-"],
+        input=GOOD_1 + b"\n\xff\n" + GOOD_2 + b"\n",
+        capture_output=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert b"Traceback" not in p.stderr
+    assert p.returncode == 1
+    out = [json.loads(s) for s in p.stdout.splitlines()]
+    assert "p_end" in out[0] and "p_end" in out[2]
+    assert out[1]["error"].startswith("<stdin>:2: not UTF-8")
+
+
+def test_eot_score_llm_eou_engine_down_one_line_per_line(tmp_path: Path) -> None:
+    f = tmp_path / "in.jsonl"
+    f.write_bytes(GOOD_1 + b"\n{bad\n" + GOOD_2 + b"\n")
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    r = turnkit("eot-score", "-d", f"llm-eou:base_url={url}", str(f))
+    no_traceback(r)
+    assert r.returncode == 1
+    out = [json.loads(s) for s in r.stdout.splitlines()]
+    assert len(out) == 3 and all("error" in o for o in out)
+    assert out[0]["error"].startswith(f"{f}:1: scorer failed:")
+    assert out[1]["error"].startswith(f"{f}:2: malformed JSON")
+    assert out[2]["error"].startswith(f"{f}:3: scorer failed:")
+    assert len(r.stderr.strip().splitlines()) == 3
+
+
+def test_eot_score_bad_llm_eou_template_is_an_option_error(tmp_path: Path) -> None:
+    f = tmp_path / "in.jsonl"
+    f.write_bytes(GOOD_1 + b"\n")
+    r = turnkit("eot-score", "-d", "llm-eou:template={oops", str(f))
+    no_traceback(r)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --detector llm-eou:template={oops:")
+    assert r.stdout == ""
+
+
+def _eval_dir(d: Path) -> Path:
+    d.mkdir()
+    (d / "ten_finished.txt").write_text("I would like to book a table for two\n")
+    (d / "ten_unfinished.txt").write_text("I would like to book a table for\n")
+    (d / "ten_wait.txt").write_text("Stop talking\n")
+    ts = [
+        {"prompt": "can you help me with my order", "response": {"eou_probability": 1.0}},
+        {"prompt": "so what do you think about", "response": {"eou_probability": 0.1}},
+    ]
+    (d / "turnsense_dataset_test.json").write_text(json.dumps(ts))
+    return d
+
+
+def test_eot_eval_bad_files_one_line_each_rest_evaluated(tmp_path: Path) -> None:
+    d = _eval_dir(tmp_path / "eval")
+    (d / "ten_wait.txt").write_bytes(b"Stop talking\n\xff\xfe\n")
+    ts = json.loads((d / "turnsense_dataset_test.json").read_text())
+    ts += [{"prompt": "no response"}, {"response": {"eou_probability": 1.0}}, 7]
+    (d / "turnsense_dataset_test.json").write_text(json.dumps(ts))
+    out_json = tmp_path / "rows.json"
+    r = turnkit("eot-eval", "--eval-dir", str(d), "--json", str(out_json))
+    no_traceback(r)
+    assert r.returncode == 1
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 2
+    assert "ten_wait.txt: not UTF-8" in err[0]
+    assert "turnsense_dataset_test.json: 3 entries" in err[1] and "[2].response" in err[1]
+    doc = json.loads(out_json.read_text())
+    rows = {(x["set"], x["class"]): x for x in doc["rows"]}
+    assert ("TEN (English)", "wait") not in rows
+    assert rows[("TEN (English)", "finished")]["n"] == 1
+    assert rows[("turnsense", "complete")]["n"] == 1
+    assert len(doc["errors"]) == 2
+
+
+def test_eot_eval_malformed_turnsense_json(tmp_path: Path) -> None:
+    d = _eval_dir(tmp_path / "eval")
+    (d / "turnsense_dataset_test.json").write_text('[{"prompt": "x", ')
+    r = turnkit("eot-eval", "--eval-dir", str(d))
+    no_traceback(r)
+    assert r.returncode == 1
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "turnsense_dataset_test.json: malformed JSON" in err[0]
+    assert "unfinished" in r.stdout  # TEN still evaluated
+    (d / "turnsense_dataset_test.json").write_text('{"prompt": "x"}')
+    r = turnkit("eot-eval", "--eval-dir", str(d))
+    no_traceback(r)
+    assert r.returncode == 1 and "expected a JSON list" in r.stderr
+
+
+def test_eot_eval_unwritable_json_refused_before_the_run(tmp_path: Path) -> None:
+    d = _eval_dir(tmp_path / "eval")
+    for target, text in ((d, "is a folder"), (tmp_path / "missing" / "x.json", "does not exist")):
+        r = turnkit("eot-eval", "--eval-dir", str(d), "--json", str(target))
+        no_traceback(r)
+        assert r.returncode == 2
+        assert text in r.stderr and "--json" in r.stderr
+        assert r.stdout == ""  # nothing evaluated
