@@ -78,6 +78,11 @@ def check_output(path: Path, option: str) -> None:
         if path.exists() and not os.access(path, os.W_OK):
             fail(f"{where}: not writable")
         parent = path.parent
+        for above in (parent, *parent.parents):
+            if above.exists():
+                if not above.is_dir():
+                    fail(f"{where}: {above} is not a folder")
+                break
         parent.mkdir(parents=True, exist_ok=True)
         # The only sure test: create a file beside it (read-only file
         # systems, ACLs, quotas say no here, not after the run).

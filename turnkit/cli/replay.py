@@ -191,7 +191,7 @@ def replay(
     search_notes: list[str] = []
     calls = find_recordings(paths, search_notes)
     if not any(_has_manifest(c) for c in calls):
-        _fail(f"no recordings (no call.json) under {', '.join(str(p) for p in paths)}")
+        _no_recordings(paths)
     warnings: list[dict[str, Any]] = [
         {"path": n.split(": ", 1)[0], "warning": n} for n in search_notes
     ]
@@ -339,6 +339,17 @@ def replay(
             say_error(f"--html {html_path}: cannot write ({reason})")
     if failed or write_failed:
         raise typer.Exit(1)
+
+
+def _no_recordings(paths: list[Path]) -> None:
+    """Exit 2 with one line: what is wrong with the paths given (a symlink
+    loop, a NUL, nothing there), or that they hold no call.json."""
+    from turnkit.replay.recording import path_problem
+
+    problems = [m for m in (path_problem(p) for p in paths) if m is not None]
+    if len(problems) == len(paths) == 1:
+        _fail(problems[0])
+    _fail(f"no recordings (no call.json) under {', '.join(str(p) for p in paths)}")
 
 
 def _has_manifest(folder: Path) -> bool:
@@ -560,7 +571,7 @@ def validate(
     notes: list[str] = []
     calls = find_recordings(paths, notes)
     if not any(_has_manifest(c) for c in calls):
-        _fail(f"no recordings (no call.json) under {', '.join(str(p) for p in paths)}")
+        _no_recordings(paths)
     for n in notes:
         warn(n)
     table = Table(title="recordings", title_justify="left")

@@ -63,6 +63,7 @@ __all__ = [
     "RecordingError",
     "find_recordings",
     "load_recording",
+    "path_problem",
 ]
 
 log = logging.getLogger(__name__)
@@ -305,6 +306,25 @@ def _is_file(p: Path) -> bool:
         return p.is_file()
     except (OSError, ValueError):
         return False
+
+
+def path_problem(p: Path) -> str | None:
+    """Why ``p`` names nothing usable, in words (a NUL character, a symlink
+    loop, a dangling link, nothing there), or None when it exists."""
+    text = str(p)
+    if "\0" in text:
+        return f"{text!r}: the path contains a NUL character"
+    try:
+        p.stat()
+        return None
+    except OSError as exc:
+        if exc.errno == 40:
+            return f"{p}: symlink loop"
+        if os.path.islink(p):
+            return f"{p}: dangling symlink (-> {os.readlink(p)})"
+        return f"{p}: {exc.strerror or 'cannot be read'}"
+    except ValueError as exc:
+        return f"{text!r}: unusable path ({exc})"
 
 
 def find_recordings(paths: list[Path], warnings: list[str] | None = None) -> list[Path]:
@@ -605,14 +625,11 @@ def _load(folder: Path, check_audio: bool) -> Recording:
     if "\0" in str(folder):
         raise RecordingError(f"{str(folder)!r}: the path contains a NUL character")
     mpath = folder / MANIFEST
-    try:
-        folder.resolve(strict=True)
-    except RuntimeError:
-        raise RecordingError(f"{folder}: symlink loop") from None
-    except OSError as exc:
-        if exc.errno == 40:
-            raise RecordingError(f"{folder}: symlink loop") from None
-        raise RecordingError(f"{folder}: no such file or folder") from None
+    problem = path_problem(folder)
+    if problem is not None:
+        if problem.endswith("No such file or directory"):
+            problem = f"{folder}: no such file or folder"
+        raise RecordingError(problem)
     if not _is_file(mpath):
         raise RecordingError(f"{mpath}: missing (no call.json in {folder})")
     data = read_manifest_json(mpath)
