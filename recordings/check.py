@@ -42,7 +42,9 @@ def check_call(d: Path) -> dict:
     x = x[:, 0]
     dur = len(x) / sr
     info = sf.info(d / m["audio"]["caller"])
-    assert info.subtype == "PCM_16" and sr == 16000 and info.channels == 1
+    # telephone-band calls are written as the line delivers them: 8 kHz
+    rate = 8000 if "telephone" in m.get("tags", []) else 16000
+    assert info.subtype == "PCM_16" and sr == rate and info.channels == 1, (sr, rate)
     if "agent" in m["audio"]:
         ai = sf.info(d / m["audio"]["agent"])
         assert ai.channels == 1 and ai.samplerate in (8000, 16000)
@@ -113,11 +115,12 @@ def check_call(d: Path) -> dict:
     barge = [t for t in turns if any(a["start"] < t["start"] < a["end"] for a in agents)]
     # the agent answers like a cascaded agent: 1.2-1.7 s after the caller's end;
     # a barge-in starts well inside the agent turn (>= 1.2 s after its start)
+    reply_gap = tuple(m.get("generator", {}).get("reply_gap", REPLY_GAP))
     for t in turns:
         nxt = [a for a in agents if a["start"] >= t["end"]]
         if nxt and not any(t["end"] <= u["start"] < nxt[0]["start"] for u in turns if u is not t):
             gap = round(nxt[0]["start"] - t["end"], 3)
-            assert REPLY_GAP[0] <= gap <= REPLY_GAP[1], ("reply gap", t["end"], gap)
+            assert reply_gap[0] <= gap <= reply_gap[1], ("reply gap", t["end"], gap)
     for t in barge:
         a = next(a for a in agents if a["start"] < t["start"] < a["end"])
         assert t["start"] - a["start"] >= MIN_BARGE_S, (
@@ -167,7 +170,68 @@ def main(argv=None) -> int:
             f"{r['noise']:3d}/{r['noise_in_agent']:<1d} {r['barge']:5d} {r['margin']:6.1f}"
         )
     print(f"{len(dirs)} calls OK, {tot:.1f} s of audio")
+    print_timing(dirs)
     return 0
+
+
+def timing_stats(dirs: list[Path]) -> dict[str, dict]:
+    """Conversational timing per tag (`natural`, `stress`, `telephone`, and
+    `all`): hold durations, share of caller turns with a hold, caller turn
+    length, backchannel length, and the recorded agent's reply gap."""
+    groups: dict[str, list[dict]] = {"all": []}
+    for d in dirs:
+        m = json.loads((d / "call.json").read_text())
+        groups["all"].append(m)
+        for tag in ("natural", "stress", "telephone"):
+            if tag in m.get("tags", []):
+                groups.setdefault(tag, []).append(m)
+    out = {}
+    for tag, ms in groups.items():
+        holds, turns_with, n_turns, turn_len, bc_len, gaps = [], 0, 0, [], [], []
+        for m in ms:
+            ev = m["events"]
+            turns = [e for e in ev if e["type"] == "caller_turn"]
+            agents = [e for e in ev if e["type"] == "agent_turn"]
+            for t in turns:
+                n_turns += 1
+                hl = t.get("holds", [])
+                turns_with += bool(hl)
+                holds += [h["end"] - h["start"] for h in hl]
+                turn_len.append(t["end"] - t["start"])
+                nxt = [a for a in agents if a["start"] >= t["end"]]
+                if nxt and not any(t["end"] <= u["start"] < nxt[0]["start"] for u in turns):
+                    gaps.append(nxt[0]["start"] - t["end"])
+            bc_len += [e["end"] - e["start"] for e in ev if e["type"] == "backchannel"]
+        h = np.array(holds) if holds else np.array([np.nan])
+        out[tag] = dict(
+            calls=len(ms),
+            turns=n_turns,
+            holds=len(holds),
+            hold_p50=float(np.percentile(h, 50)),
+            hold_p75=float(np.percentile(h, 75)),
+            hold_p90=float(np.percentile(h, 90)),
+            holds_over_500ms=int(np.sum(h > 0.5)),
+            turns_with_hold=turns_with / max(n_turns, 1),
+            turn_p50=float(np.median(turn_len)) if turn_len else float("nan"),
+            bc_min=min(bc_len, default=float("nan")),
+            bc_max=max(bc_len, default=float("nan")),
+            reply_gap_p50=float(np.median(gaps)) if gaps else float("nan"),
+        )
+    return out
+
+
+def print_timing(dirs: list[Path]) -> None:
+    print(
+        f"{'subset':10} {'calls':>5} {'turns':>5} {'holds':>5} {'hold p50/p75/p90 s':>19} "
+        f"{'>0.5s':>5} {'turns w/ hold':>13} {'turn p50':>8} {'bc s':>9} {'reply p50':>9}"
+    )
+    for tag, r in timing_stats(dirs).items():
+        print(
+            f"{tag:10} {r['calls']:5d} {r['turns']:5d} {r['holds']:5d} "
+            f"{r['hold_p50']:5.2f}/{r['hold_p75']:4.2f}/{r['hold_p90']:4.2f}{'':5} "
+            f"{r['holds_over_500ms']:5d} {r['turns_with_hold']:12.0%} {r['turn_p50']:7.2f}s "
+            f"{r['bc_min']:4.2f}-{r['bc_max']:4.2f} {r['reply_gap_p50']:8.2f}s"
+        )
 
 
 if __name__ == "__main__":

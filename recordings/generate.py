@@ -35,6 +35,9 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo's turnkit
+from turnkit.audio.telephone import TELEPHONE_RATE, telephone
+
 SR = 16000  # caller.wav and internal timeline rate
 AGENT_SR = 8000  # agent.wav rate (reference only; keeps the corpus small)
 THR_DB = -40.0  # activity threshold relative to clip peak
@@ -63,7 +66,7 @@ CALLS = [
         bg=None,
         echo=None,
         caller_peak=0.72,
-        tags=["easy", "short-answers", "clean"],
+        tags=["easy", "short-answers", "clean", "stress"],
         script=[
             ("C", "Hi, I'd like to check on my order.", {}),
             ("A", "Sure. Is the order under the email address ending in gmail dot com?", {}),
@@ -84,7 +87,7 @@ CALLS = [
         bg=("pink", -44.0),
         echo=None,
         caller_peak=0.7,
-        tags=["digits", "holds", "noise", "backchannel"],
+        tags=["digits", "holds", "noise", "backchannel", "stress"],
         script=[
             ("C", "Hi, I need to update the phone number on my account.", {}),
             ("A", "Of course. What is the new number?", {}),
@@ -109,7 +112,7 @@ CALLS = [
         bg=("pink", -42.0),
         echo=(-20.0, 35),
         caller_peak=0.7,
-        tags=["booking", "holds", "backchannel", "echo", "noise"],
+        tags=["booking", "holds", "backchannel", "echo", "noise", "stress"],
         script=[
             ("C", "I'd like to book a table for {0.8m} four people on Saturday.", {}),
             (
@@ -134,7 +137,7 @@ CALLS = [
         bg=("brown", -42.0),
         echo=None,
         caller_peak=0.72,
-        tags=["support", "holds", "noise", "hard"],
+        tags=["support", "holds", "noise", "hard", "stress"],
         script=[
             (
                 "C",
@@ -166,7 +169,7 @@ CALLS = [
         bg=("pink", -43.0),
         echo=(-18.0, 45),
         caller_peak=0.72,
-        tags=["barge-in", "echo", "noise", "booking"],
+        tags=["barge-in", "echo", "noise", "booking", "stress"],
         script=[
             ("C", "Can I move my appointment to later this week?", {}),
             (
@@ -192,7 +195,7 @@ CALLS = [
         bg=None,
         echo=None,
         caller_peak=0.75,
-        tags=["holds", "backchannel", "address"],
+        tags=["holds", "backchannel", "address", "stress"],
         script=[
             ("C", "I want to send the package to {1.0m} my office instead.", {}),
             (
@@ -217,7 +220,7 @@ CALLS = [
         bg=("pink", -41.0),
         echo=(-22.0, 25),
         caller_peak=0.7,
-        tags=["digits", "holds", "barge-in", "echo", "noise", "backchannel", "hard"],
+        tags=["digits", "holds", "barge-in", "echo", "noise", "backchannel", "hard", "stress"],
         script=[
             (
                 "C",
@@ -243,7 +246,7 @@ CALLS = [
         bg=None,
         echo=None,
         caller_peak=0.75,
-        tags=["easy", "short-answers", "questions", "clean"],
+        tags=["easy", "short-answers", "questions", "clean", "stress"],
         script=[
             ("C", "Can I change my appointment?", {}),
             ("A", "Yes. Is it the one on Monday morning?", {}),
@@ -264,7 +267,7 @@ CALLS = [
         bg=("pink", -39.0),
         echo=(-15.0, 55),
         caller_peak=0.7,
-        tags=["travel", "holds", "echo", "noise", "backchannel", "hard"],
+        tags=["travel", "holds", "echo", "noise", "backchannel", "hard", "stress"],
         script=[
             ("C", "I need to fly to {1.3m} Denver on the {0.6m} fifteenth.", {}),
             (
@@ -289,7 +292,7 @@ CALLS = [
         bg=("pink", -45.0),
         echo=None,
         caller_peak=0.72,
-        tags=["holds", "backchannel", "noise", "questions"],
+        tags=["holds", "backchannel", "noise", "questions", "stress"],
         script=[
             ("C", "I was charged twice for my last order. {0.7s} Can you refund one of them?", {}),
             (
@@ -313,7 +316,7 @@ CALLS = [
         bg=("pink", -44.0),
         echo=None,
         caller_peak=0.72,
-        tags=["barge-in", "holds", "backchannel", "noise", "headset", "delivery"],
+        tags=["barge-in", "holds", "backchannel", "noise", "headset", "delivery", "stress"],
         script=[
             ("C", "Hi, I need to change the delivery {0.9m} for my next order.", {}),
             (
@@ -337,6 +340,177 @@ CALLS = [
             ),
             ("C", "No, send it to {1.0m} twenty six Birch Road.", {}),
             ("A", "Done. It's all updated.", {}),
+        ],
+    ),
+]
+
+# ---------------------------------------------------------------------------
+# The `natural` subset: calls paced like real phone calls (issue 12: pauses
+# inside a caller turn median ~0.2 s, p90 ~0.45 s, few over 0.5 s; ~40 % of
+# turns with a pause; caller turns ~2-3 s; disfluent wording; backchannels
+# 0.2-0.6 s; the human agent replies 0.6-0.9 s after the caller stops). The
+# `{x}` markup gives the silence INSERTED at a cut; the labelled hold is
+# measured from the audio and comes out ~0.05-0.1 s longer (the natural gap
+# around the word boundary). No echo in these calls: with the recorded agent
+# answering after 0.6-0.9 s, any replayed agent slower than that would meet
+# its own recorded echo before speaking (see README, "Agent reply timing").
+# Calls with `telephone=True` go through turnkit.audio.telephone (8 kHz,
+# 300-3400 Hz, G.711 mu-law round trip) and are written at 8 kHz.
+# ---------------------------------------------------------------------------
+NATURAL_REPLY_GAP = (0.6, 0.9)
+NATURAL_CALLER_GAP = (0.2, 0.6)  # caller's start after the agent's end
+NATURAL = dict(reply_gap=NATURAL_REPLY_GAP, caller_gap=NATURAL_CALLER_GAP, echo=None)
+
+CALLS += [
+    dict(
+        NATURAL,
+        id="billing-natural-12",
+        seed=1212,
+        agent_voice="en-us+f3",
+        bg=("pink", -47.0),
+        caller_peak=0.72,
+        tags=["natural", "billing", "digits", "disfluent", "backchannel", "noise"],
+        script=[
+            ("C", "Hi, um, I'm calling about a charge on my bill.", {}),
+            ("A", "Sure, I can help with that. What's the account number?", {}),
+            ("C", "Yeah it's uh {0.12m} four four seven {0.15m} two nine one.", {}),
+            (
+                "A",
+                "Thanks. I see a charge of forty dollars on the fifth of May.",
+                {"bc": [(1.3, "okay")]},
+            ),
+            ("C", "Right so that one I think I got charged for it twice.", {}),
+            ("A", "I see it now. I'll refund the second charge today.", {}),
+            ("C", "Okay great and how long does that usually take?", {}),
+            ("A", "About three to five business days.", {}),
+            ("C", "Perfect thank you so much for your help.", {}),
+        ],
+    ),
+    dict(
+        NATURAL,
+        id="appointment-natural-13",
+        seed=1313,
+        agent_voice="en-us+f2",
+        bg=("pink", -50.0),
+        caller_peak=0.72,
+        telephone=True,
+        tags=["natural", "telephone", "booking", "disfluent", "backchannel", "noise"],
+        script=[
+            ("C", "Hello I need to move my appointment to another day.", {}),
+            ("A", "Of course. Which day would work better for you?", {}),
+            ("C", "Um, maybe Thursday or uh {0.5m} Friday morning.", {}),
+            ("A", "Friday at nine is open. Should I book that?", {}),
+            ("C", "Yeah Friday at nine is perfect for me.", {}),
+            (
+                "A",
+                "Done. You're booked for Friday at nine with doctor Lee.",
+                {"bc": [(1.2, "mm-hmm")]},
+            ),
+            ("C", "And do I need to bring anything with me?", {}),
+            ("A", "Just your insurance card.", {}),
+            ("C", "Okay that sounds good thanks a lot.", {}),
+        ],
+    ),
+    dict(
+        NATURAL,
+        id="internet-natural-14",
+        seed=1414,
+        agent_voice="en-us+m3",
+        bg=("brown", -46.0),
+        caller_peak=0.7,
+        tags=["natural", "support", "disfluent", "backchannel", "noise"],
+        script=[
+            ("C", "So my internet has been really slow since yesterday.", {}),
+            ("A", "I'm sorry about that. Have you restarted the router?", {}),
+            ("C", "Yeah I I {0.15m} restarted it twice and it's still the same.", {}),
+            (
+                "A",
+                "Okay. I'm running a quick line test now.",
+                {"bc": [(1.1, "okay")], "noise": [(1.9, "keyboard")]},
+            ),
+            ("C", "Um and the the {0.2m} lights on the front are blinking orange.", {}),
+            (
+                "A",
+                "Orange means the signal is weak. I'll send a technician.",
+                {"bc": [(1.4, "right")]},
+            ),
+            ("C", "Oh okay when can they come?", {}),
+            ("A", "Tomorrow between ten and two.", {}),
+            ("C", "That's fine I'll be home.", {}),
+        ],
+    ),
+    dict(
+        NATURAL,
+        id="order-natural-15",
+        seed=1515,
+        agent_voice="en-gb-x-rp",
+        bg=("pink", -48.0),
+        caller_peak=0.72,
+        telephone=True,
+        tags=["natural", "telephone", "order", "digits", "disfluent", "backchannel", "noise"],
+        script=[
+            ("C", "Hi yeah I'm just checking on an order I placed last week.", {}),
+            ("A", "Sure. Can I have the order number, please?", {}),
+            ("C", "It's uh {0.1m} B as in boy {0.15m} seven two {0.5m} five.", {}),
+            (
+                "A",
+                "Thank you. That order left our warehouse on Monday.",
+                {"bc": [(1.2, "uh-huh")]},
+            ),
+            ("C", "Oh good. So when should I expect it?", {}),
+            ("A", "It should arrive by Thursday.", {}),
+            ("C", "Okay and can I change the address or is it too late?", {}),
+            ("A", "I'm afraid it's too late to change it now.", {}),
+            ("C", "Ah okay no worries.", {}),
+        ],
+    ),
+    dict(
+        NATURAL,
+        id="travel-natural-16",
+        seed=1616,
+        agent_voice="en-us+f3",
+        bg=None,
+        caller_peak=0.75,
+        tags=["natural", "travel", "disfluent", "backchannel", "clean"],
+        script=[
+            ("C", "Hi, I want to book a flight to Boston for next Friday.", {}),
+            ("A", "Sure. Where will you be flying from?", {}),
+            ("C", "From Chicago, and uh {0.2m} I'd like to leave in the morning.", {}),
+            (
+                "A",
+                "There's a flight at seven and another at nine thirty.",
+                {"bc": [(1.3, "yeah")]},
+            ),
+            ("C", "The nine thirty, the nine thirty one is better.", {}),
+            ("A", "Okay. Would you like a window or an aisle seat?", {}),
+            ("C", "Um, an aisle seat please.", {}),
+            ("A", "Done. You're booked on the nine thirty to Boston.", {}),
+            ("C", "Great that's all I needed thanks a lot.", {}),
+        ],
+    ),
+    dict(
+        NATURAL,
+        id="pharmacy-natural-17",
+        seed=1717,
+        agent_voice="en-us+f2",
+        bg=("brown", -49.0),
+        caller_peak=0.72,
+        telephone=True,
+        tags=["natural", "telephone", "pharmacy", "digits", "disfluent", "backchannel", "noise"],
+        script=[
+            ("C", "Hi I'm calling to refill a prescription.", {}),
+            ("A", "Sure. What's your date of birth?", {}),
+            ("C", "It's March {0.15m} March twelfth nineteen eighty {0.35m} four.", {}),
+            ("A", "Thanks. Which medication would you like to refill?", {}),
+            ("C", "The uh {0.2m} the blood pressure one I take every morning.", {}),
+            (
+                "A",
+                "Got it. It will be ready this afternoon after three.",
+                {"bc": [(1.2, "okay")]},
+            ),
+            ("C", "Okay and can my wife pick it up for me?", {}),
+            ("A", "Yes, she just needs your name and date of birth.", {}),
+            ("C", "Okay perfect thank you very much.", {}),
         ],
     ),
 ]
@@ -756,7 +930,8 @@ def make_call(spec, caller: Caller, out_dir: Path):
                 a["event"]["end"] = e
                 a["event"]["interrupted"] = True
             else:
-                gap = opts.get("gap", float(rng.uniform(0.35, 0.9)))
+                cg = spec.get("caller_gap", (0.35, 0.9))
+                gap = opts.get("gap", float(rng.uniform(cg[0], cg[1])))
                 start = cur + gap
                 if "noise_before" in opts:
                     add_noise(opts["noise_before"], cur + 0.25)
@@ -789,10 +964,12 @@ def make_call(spec, caller: Caller, out_dir: Path):
             clip = espeak(text, spec["agent_voice"]) * 0.5
             # reply gap of a cascaded agent (VAD silence + LLM first token + TTS first
             # audio): 1.2-1.7 s after the caller's end, measured on the placed clip
-            gap = opts.get("gap", float(rng.uniform(REPLY_GAP[0] + 0.01, REPLY_GAP[1] - 0.01)))
+            # (a `natural` call's human agent: 0.6-0.9 s)
+            rg = spec.get("reply_gap", REPLY_GAP)
+            gap = opts.get("gap", float(rng.uniform(rg[0] + 0.01, rg[1] - 0.01)))
             t0 = place(agent, clip, last_caller_end + gap)
             s, e = extent(clip, SR, t0)
-            assert REPLY_GAP[0] <= s - last_caller_end <= REPLY_GAP[1], (
+            assert rg[0] <= s - last_caller_end <= rg[1], (
                 spec["id"],
                 s - last_caller_end,
             )
@@ -833,7 +1010,10 @@ def make_call(spec, caller: Caller, out_dir: Path):
 
     d = out_dir / spec["id"]
     d.mkdir(parents=True, exist_ok=True)
-    sf.write(d / "caller.wav", mix, SR, subtype="PCM_16")
+    if spec.get("telephone"):  # what a phone line delivers: 8 kHz, 300-3400 Hz, mu-law
+        sf.write(d / "caller.wav", telephone(mix, SR), TELEPHONE_RATE, subtype="PCM_16")
+    else:
+        sf.write(d / "caller.wav", mix, SR, subtype="PCM_16")
     sf.write(d / "agent.wav", resample(agent, SR, AGENT_SR), AGENT_SR, subtype="PCM_16")
 
     order = {"caller_turn": 0, "agent_turn": 1, "backchannel": 2, "echo": 3, "noise": 4}
@@ -872,6 +1052,13 @@ def make_call(spec, caller: Caller, out_dir: Path):
         },
         "events": rnd(events),
     }
+    if "reply_gap" in spec:  # only the newer calls carry these (older manifests unchanged)
+        manifest["generator"]["reply_gap"] = list(spec["reply_gap"])
+    if spec.get("telephone"):
+        manifest["generator"]["telephone"] = (
+            "turnkit.audio.telephone: 8 kHz, 300-3400 Hz FIR band-pass, G.711 mu-law round trip; "
+            "labels measured on the wideband components before the channel"
+        )
     (d / "call.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
     return d
 
