@@ -39,10 +39,20 @@ _OPTION_OF = {
     "timeout_s": "--timeout-s",
     "seed": "--seed",
     "eager": "--eager",
+    "compute": "--compute",
     "filters": "--no-filters",
     "llm_url": "--llm-url",
     "llm_model": "--llm-model",
 }
+
+
+def _print_subsets(results: list[dict[str, Any]]) -> None:
+    """Figures per corpus subset (call tags natural / stress / telephone)."""
+    from turnkit.replay.metrics import subset_table
+
+    table = subset_table(results)
+    if table is not None:
+        out.print(table)
 
 
 def _config_error(exc: Exception) -> str:
@@ -92,6 +102,14 @@ def replay(
     eager: Annotated[
         bool, typer.Option(help="draft replies on eager signals; use them if the turn is confirmed")
     ] = False,
+    compute: Annotated[
+        str,
+        typer.Option(
+            help="model cost added to each decision: measured (wall clock, the default), "
+            "fixed (each model's recorded benchmark figure: two runs give identical figures) "
+            "or none"
+        ),
+    ] = "measured",
     llm_url: Annotated[
         str | None,
         typer.Option(
@@ -159,6 +177,7 @@ def replay(
             timeout_s=timeout_s,
             seed=seed,
             eager=eager,
+            compute=compute,
             filters=not no_filters,
             llm_url=llm_url,
             llm_model=llm_model,
@@ -279,6 +298,7 @@ def replay(
             warnings.append({"path": None, "detector": r["detector"], "warning": note})
 
     _print_results(results, len(calls), len(failed), elapsed, n_workers)
+    _print_subsets(results)
     _print_drafting(results)
     no_ref = sorted({c for r in results for c in r.get("echo_reference_missing", [])})
     if no_ref:
