@@ -23,7 +23,17 @@ from turnkit.detectors import DetectorSpecError, available, create_detector
 from turnkit.detectors.llm_eou import LLMEouDetector
 from turnkit.frames import AudioInFrame, TranscriptFrame, TurnEndFrame, TurnResumedFrame
 from turnkit.llm import EngineError, LLMEndOfTurn
-from turnkit.llm.eou import ChatTemplate, resolve_template
+from turnkit.llm.eou import (
+    CALIBRATION,
+    CHAT_TEMPLATES,
+    ChatTemplate,
+    TemplateError,
+    calibration_for,
+    estimate_tokens,
+    model_key,
+    normalize_text,
+    resolve_template,
+)
 from turnkit.llm.logprobs import parse_completion
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,8 +161,27 @@ def test_llm_eou_is_registered_with_defaults():
     assert available()["llm-eou"] is LLMEouDetector
     p = det.params
     assert p.base_url == "http://127.0.0.1:8080/v1"
-    assert (p.threshold, p.timeout_ms, p.fallback_ms, p.model) == (0.5, 300.0, 800.0, "")
-    assert det.params.punct is True
+    assert (p.timeout_ms, p.fallback_ms, p.model) == (300.0, 800.0, "")
+    # LiveKit's evidence: 6 messages, ~128 tokens; the threshold is the one
+    # calibrated for the default engine's model (SmolLM2-135M-Instruct).
+    assert (p.history_turns, p.max_tokens) == (6, 128)
+    cal = calibration_for("")
+    assert cal is not None and p.threshold == cal.threshold
+    eou = getattr(det.scorer, "eou", det.scorer)  # the LLMEndOfTurn behind the detector
+    assert eou.count_punct is cal.count_punct
+    assert (eou.history_turns, eou.max_tokens) == (6, 128)
+
+
+def test_threshold_follows_the_model_unless_given():
+    name = "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert model_key(name) == "smollm2-135m-instruct"
+    assert model_key("HuggingFaceTB/SmolLM2-135M-Instruct") == "smollm2-135m-instruct"
+    det = create_detector(f"llm-eou:model={name}", VirtualClock())
+    assert det.params.threshold == CALIBRATION["smollm2-135m-instruct"].threshold
+    det = create_detector("llm-eou:model=some-other-model", VirtualClock())
+    assert det.params.threshold == 0.5  # nothing calibrated for it
+    det = create_detector(f"llm-eou:model={name},threshold=0.3", VirtualClock())
+    assert det.params.threshold == 0.3
 
 
 def test_llm_eou_spec_errors_are_clear():
@@ -160,29 +189,141 @@ def test_llm_eou_spec_errors_are_clear():
         create_detector("llm-eou:timeout_ms=0", VirtualClock())
     with pytest.raises(DetectorSpecError, match="min_wait_ms"):
         create_detector("llm-eou:min_wait_ms=900,max_wait_ms=500", VirtualClock())
+    with pytest.raises(DetectorSpecError, match="history_turns"):
+        create_detector("llm-eou:history_turns=0", VirtualClock())
+
+
+@pytest.mark.parametrize(
+    "template, words",
+    [
+        ("llama9", "unknown chat template 'llama9'"),
+        ("<u>{content}</u>", "needs {role}"),
+        ("<|im_start|>{role}\\n{content}\\n<|im_end|>", "must come right after {content}"),
+    ],
+)
+def test_bad_template_is_a_one_line_spec_error(template, words):
+    # The CLI prints DetectorSpecError as one line (no traceback).
+    eot = ",eot_token=<|im_end|>" if "im_end" in template else ""
+    with pytest.raises(DetectorSpecError) as exc:
+        create_detector(f"llm-eou:template={template}{eot}", VirtualClock())
+    msg = str(exc.value)
+    assert "template" in msg and words in msg
+    assert "\n" not in msg
+
+
+def test_normalisation_is_livekits():
+    # NFKC, lower case, Unicode punctuation gone except ' and -, spaces collapsed.
+    assert normalize_text("Hi! I'd like a TABLE, for two... please?") == (
+        "hi i'd like a table for two please"
+    )
+    assert normalize_text("Well — it's a follow-up «question»:  okay") == (
+        "well it's a follow-up question okay"
+    )
+    assert normalize_text("ﬁve ＡＢＣ") == "five abc"  # NFKC
+    assert normalize_text("$5 + 3 = 8 #1") == "$5 + 3 = 8 1"  # symbols stay, '#' is punctuation
+    assert normalize_text("...") == ""
+
+
+def test_messages_are_the_last_six_merged_by_speaker():
+    eou = LLMEndOfTurn()
+    context = [
+        {"role": "assistant", "content": "Luigi's, good evening."},  # dropped: too old
+        {"role": "user", "content": "Hi."},  # dropped: 7th message from the end
+        {"role": "assistant", "content": "How can I help?"},
+        {"role": "user", "content": "A table."},
+        {"role": "user", "content": "For tonight."},  # merged with the one before
+        {"role": "system", "content": "ignored"},
+        {"role": "assistant", "content": "  "},  # empty: dropped before the cut
+        {"role": "assistant", "content": "Sure, for how many?"},
+        {"role": "user", "content": "For"},  # the caller's earlier words this turn
+    ]
+    # As LiveKit: the last 6 messages are taken first, then merged.
+    msgs = eou.messages("two people", context=context)
+    assert msgs == [
+        {"role": "assistant", "content": "how can i help"},
+        {"role": "user", "content": "a table for tonight"},
+        {"role": "assistant", "content": "sure for how many"},
+        {"role": "user", "content": "for two people"},
+    ]
+    # agent_text is shorthand for a one-message context.
+    assert eou.messages("Yes.", "Is that right?") == [
+        {"role": "assistant", "content": "is that right"},
+        {"role": "user", "content": "yes"},
+    ]
+    assert eou.messages("yes") == [{"role": "user", "content": "yes"}]
 
 
 def test_chatml_prompt_stops_right_after_the_user_text():
     eou = LLMEndOfTurn()
-    prompt = eou.render("  hello   there ", "How can I help?")
-    assert prompt.endswith("<|im_start|>user\nhello there")
-    assert prompt.startswith("<|im_start|>system\n")
-    assert "<|im_start|>assistant\nHow can I help?<|im_end|>\n" in prompt
-    # No agent text yet: a fixed stand-in keeps the prompt's shape.
-    assert eou.render("hi").count("<|im_start|>assistant\n") == 1
-
-
-def test_custom_template_needs_user_last_and_an_eot_token():
-    t = resolve_template("<s>{system}</s><a>{assistant}</a><u>{user}", "</u>")
-    assert t.render("S", "A", "U") == "<s>S</s><a>A</a><u>U"
-    assert resolve_template("{system}\\n{assistant}\\n{user}", "<e>").format == (
-        "{system}\n{assistant}\n{user}"
+    prompt = eou.render("  Hello,   there ", "How can I help?")
+    # SmolLM2's own ChatML rendering of the two messages, the last one's
+    # <|im_end|> cut off (LiveKit's rfind); no system message by default.
+    assert prompt == (
+        "<|im_start|>assistant\nhow can i help<|im_end|>\n<|im_start|>user\nhello there"
     )
-    with pytest.raises(ValueError, match="end with"):
-        ChatTemplate("{system}{assistant}{user}<e>", "<e>")
-    with pytest.raises(ValueError, match="eot_token"):
-        resolve_template("{system}{assistant}{user}", "")
-    with pytest.raises(ValueError, match="unknown chat template"):
+    with_system = LLMEndOfTurn(system="Be brief.").render("hi")
+    assert with_system == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi"
+    assert LLMEndOfTurn(normalize=False).render("Hi, there.") == "<|im_start|>user\nHi, there."
+
+
+def _long_context(n: int = 11) -> list[dict[str, str]]:
+    lines = [
+        "Thanks for calling the clinic, this is Dana, how can I help you today?",
+        "Hi yes I need to move my appointment from Thursday to some time next week",
+        "Of course. Can I have your full name and date of birth to find the booking?",
+        "It's Robert Alvarez, March third nineteen seventy eight",
+        "Thank you Robert. I see you on Thursday at ten with Doctor Patel. Which day suits?",
+        "Tuesday or Wednesday morning would be best for me if there's anything",
+    ]
+    return [
+        {"role": "assistant" if i % 2 == 0 else "user", "content": lines[i % len(lines)]}
+        for i in range(n)
+    ]
+
+
+def test_left_truncation_keeps_the_newest_words_within_the_budget():
+    eou = LLMEndOfTurn(max_tokens=64)
+    context = _long_context()
+    msgs = eou.messages("wednesday at nine would be", context=context)
+    assert msgs[-1] == {"role": "user", "content": "wednesday at nine would be"}
+    assert msgs[-2]["content"] == normalize_text(context[-1]["content"])
+    est = sum(5 + estimate_tokens(m["content"]) for m in msgs) - 2
+    assert est <= 64
+    # The oldest message kept lost its first words, not its last.
+    first = msgs[0]["content"]
+    assert first and any(normalize_text(m["content"]).endswith(first) for m in context)
+    # A caller message longer than the budget keeps its last words.
+    words = " ".join(f"w{i}" for i in range(200))
+    (only,) = eou.messages(words, context=context)
+    assert only["role"] == "user" and only["content"].endswith("w199")
+    assert estimate_tokens(only["content"]) <= 64
+
+
+def test_history_cut_is_stable_while_the_caller_talks():
+    # Every decision of a turn shares the history as a prompt prefix (the
+    # engine's prefix cache), until the caller's words cross a 32-token step.
+    eou = LLMEndOfTurn()
+    context = _long_context()
+    words = ["i", "think", "tuesday", "would", "work", "best", "for", "me", "if", "doctor", "patel", "has", "something"]
+    prompts = [eou.render(" ".join(words[:k]), context=context) for k in range(1, len(words))]
+    head = prompts[0].rsplit("<|im_start|>user\n", 1)[0]
+    assert all(p.startswith(head + "<|im_start|>user\n") for p in prompts)
+    # The prewarm prompt (no words yet) is that same prefix.
+    assert eou.render("", context=context) == head + "<|im_start|>user\n"
+
+
+def test_custom_template_renders_each_message():
+    t = resolve_template("<|start_header_id|>{role}<|end_header_id|>\\n\\n{content}<|eot_id|>")
+    assert t.eot_token == "<|eot_id|>"  # taken from after {content}
+    msgs = [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "yo"}]
+    assert t.render(msgs) == (
+        "<|start_header_id|>assistant<|end_header_id|>\n\nhi<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nyo"
+    )
+    assert CHAT_TEMPLATES["chatml"].overhead() == 5  # <|im_start|> role \n <|im_end|> \n
+    with pytest.raises(TemplateError, match="right after"):
+        ChatTemplate("<s>{role}: {content}\n</s>", "</s>")
+    with pytest.raises(TemplateError, match="unknown chat template"):
         resolve_template("llama9")
 
 
@@ -295,14 +436,22 @@ async def test_timeout_falls_back_on_silence_and_is_counted():
         assert (det.fallbacks, det.engine_errors, det.requests) == (2, 2, 2)
 
 
-async def test_engine_down_falls_back():
+async def test_engine_down_falls_back(caplog):
     clock = VirtualClock()
     det = create_detector(f"llm-eou:base_url=http://127.0.0.1:{closed_port()}/v1", clock)
     d = Driver(det, clock)
-    await d.say(COMPLETE)
-    (end,) = _ends(await d.pause(1.0))
-    assert end.reason.startswith("fallback: connect")
-    assert det.fallbacks == 1
+    with caplog.at_level("WARNING", logger="turnkit.detectors.llm_eou"):
+        await d.say(COMPLETE)
+        (end,) = _ends(await d.pause(1.0))
+        assert end.reason.startswith("fallback: connect")
+        assert det.fallbacks == 1
+        await d.say("and a high chair")
+        assert len(_ends(await d.pause(1.0))) == 1
+    assert det.fallbacks == 2
+    # Said once, with the engine's address, not once per turn.
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "127.0.0.1" in warnings[0].getMessage()
 
 
 async def test_direct_engine_errors_raise_engine_error():
