@@ -131,6 +131,10 @@ def cache_report(
     window_s: Annotated[
         float, typer.Option(help="seconds between the two scrapes (0: totals since start)")
     ] = 60.0,
+    vllm_log: Annotated[
+        list[Path] | None,
+        typer.Option(help="vLLM server log: its last 'Prefix cache hit rate: N%' line"),
+    ] = None,
     min_tokens: Annotated[
         int, typer.Option(help="skip prefills/requests of at most this many tokens (pings)")
     ] = 1000,
@@ -141,13 +145,20 @@ def cache_report(
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Cached share of prompt processing, from logs, usage files or metrics."""
-    from turnkit.llm.cache_report import CacheStats, ReportError, stats_from_file, window_stats
+    from turnkit.llm.cache_report import (
+        CacheStats,
+        ReportError,
+        VllmLogRate,
+        stats_from_file,
+        vllm_log_from_file,
+        window_stats,
+    )
     from turnkit.net import TargetRefused, check_target
 
     files = files or []
     urls = metrics_url or []
-    if not files and not urls:
-        _error("give log/usage files and/or --metrics-url")
+    if not files and not urls and not vllm_log:
+        _error("give log/usage files, --metrics-url and/or --vllm-log")
         raise typer.Exit(2)
     results: list[CacheStats] = []
     failed = 0
@@ -176,6 +187,14 @@ def cache_report(
 
         return list(await asyncio.gather(*(one(u) for u in urls)))
 
+    log_rates: list[VllmLogRate] = []  # shares only: listed, never summed into the total
+    for path in vllm_log or []:
+        try:
+            log_rates.append(vllm_log_from_file(path))
+        except ReportError as exc:
+            failed += 1
+            _error(str(exc))
+
     if urls:
         for r in asyncio.run(scrape_all()):
             if isinstance(r, ReportError):
@@ -189,23 +208,27 @@ def cache_report(
         total.cached_tokens += r.cached_tokens
         total.prefills += r.prefills
         total.skipped += r.skipped
-    alerts = [a for a in (r.alert(alert_below) for r in results) if a]
+    alerts = [a for a in (r.alert(alert_below) for r in [*results, *log_rates]) if a]
     if as_json:
         body = total.as_dict()
         body.pop("source")
         body["sources"] = [r.as_dict() for r in results]
+        if log_rates:
+            body["vllm_logs"] = [r.as_dict() for r in log_rates]
         body["alerts"] = alerts
         sys.stdout.write(json.dumps(body, indent=2) + "\n")
         _, err = _consoles()
         for a in alerts:
             err.print(a, style="bold red", highlight=False, soft_wrap=True)
     else:
-        _print_cache(results, total, alerts)
+        _print_cache(results, total, alerts, log_rates)
     if failed:
         raise typer.Exit(1)
 
 
-def _print_cache(results: list[Any], total: Any, alerts: list[str]) -> None:
+def _print_cache(
+    results: list[Any], total: Any, alerts: list[str], log_rates: list[Any] | None = None
+) -> None:
     from rich.table import Table
 
     out, _ = _consoles()
@@ -217,7 +240,10 @@ def _print_cache(results: list[Any], total: Any, alerts: list[str]) -> None:
             r.source, r.engine or "", _pct(r.cached_share), str(r.prefills), str(r.skipped),
             str(r.new_tokens), str(r.cached_tokens),
         )  # fmt: skip
-    if results:
+    log_rates = log_rates or []
+    for r in log_rates:  # a share from the log alone: no token counts to show
+        table.add_row(r.source, r.engine, _pct(r.cached_share), "-", "-", "-", "-")
+    if results or log_rates:
         out.print(table)
     for a in alerts:
         out.print(a, style="bold red", highlight=False, soft_wrap=True)

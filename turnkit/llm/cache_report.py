@@ -50,12 +50,15 @@ __all__ = [
     "ALERT_BELOW",
     "CacheStats",
     "ReportError",
+    "VllmLogRate",
     "metrics_stats",
     "parse_prometheus",
     "parse_sglang_log",
     "parse_usage_lines",
+    "parse_vllm_log",
     "scrape_metrics",
     "stats_from_file",
+    "vllm_log_from_file",
     "window_stats",
 ]
 
@@ -199,6 +202,68 @@ def stats_from_file(path: Path, min_tokens: int = DEFAULT_MIN_TOKENS) -> CacheSt
     if first.startswith("{"):
         return parse_usage_lines(lines, str(path), min_tokens)
     return parse_sglang_log(lines, str(path), min_tokens)
+
+
+# -- vLLM log -------------------------------------------------------------------------
+
+# "Engine 000: Avg prompt throughput: ..., Prefix cache hit rate: 87.5%" (capital P: the
+# "External prefix cache hit rate" of a KV connector is another cache and not matched)
+_VLLM_RATE = re.compile(r"\bPrefix cache hit rate: (\d+(?:\.\d+)?)%")
+
+
+@dataclass(slots=True)
+class VllmLogRate:
+    """The ``Prefix cache hit rate`` vLLM logs every few seconds while busy. It is a
+    share of *tokens* over the engine's most recent 1000 requests (vLLM's
+    ``CachingMetrics`` window), not per interval, and the log carries no token
+    counts: so the last line is the answer, and it sums with nothing else."""
+
+    source: str
+    rates: list[float]  # every logged rate, in order, as a share (0..1)
+    engine: str = "vllm-log"
+
+    @property
+    def cached_share(self) -> float:
+        return self.rates[-1]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "engine": self.engine,
+            "cached_share": round(self.cached_share, 4),
+            "lines": len(self.rates),
+            "max_share": round(max(self.rates), 4),
+        }
+
+    def alert(self, below: float = ALERT_BELOW) -> str | None:
+        if self.cached_share >= below:
+            return None
+        return (
+            f"ALERT {self.source}: vLLM prefix cache hit rate {self.cached_share:.1%} < "
+            f"{below:.0%} over its last 1000 requests (look for per-call values near the "
+            "top: turnkit prompt-lint)"
+        )
+
+
+def parse_vllm_log(lines: Iterable[str], source: str = "vllm log") -> VllmLogRate:
+    """Every ``Prefix cache hit rate: X%`` in a vLLM server log; :class:`ReportError`
+    when there is none (prefix caching off, log level above INFO, or an idle engine:
+    vLLM logs its stats only while it serves)."""
+    rates = [float(m.group(1)) / 100.0 for ln in lines if (m := _VLLM_RATE.search(ln))]
+    if not rates:
+        raise ReportError(
+            f"{source}: no vLLM 'Prefix cache hit rate: N%' lines (prefix caching on? "
+            "stats logging on? did it serve requests?)"
+        )
+    return VllmLogRate(source=source, rates=rates)
+
+
+def vllm_log_from_file(path: Path) -> VllmLogRate:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return parse_vllm_log(text.splitlines(), str(path))
 
 
 # -- Prometheus -----------------------------------------------------------------------
