@@ -354,6 +354,8 @@ CALLS = [
 # around the word boundary). No echo in these calls: with the recorded agent
 # answering after 0.6-0.9 s, any replayed agent slower than that would meet
 # its own recorded echo before speaking (see README, "Agent reply timing").
+# Each call ends with an agent turn, so that the caller's last turn has a
+# recorded reply and the audio runs on long enough for a replayed one.
 # Calls with `telephone=True` go through turnkit.audio.telephone (8 kHz,
 # 300-3400 Hz, G.711 mu-law round trip) and are written at 8 kHz.
 # ---------------------------------------------------------------------------
@@ -372,18 +374,19 @@ CALLS += [
         tags=["natural", "billing", "digits", "disfluent", "backchannel", "noise"],
         script=[
             ("C", "Hi, um, I'm calling about a charge on my bill.", {}),
-            ("A", "Sure, I can help with that. What's the account number?", {}),
+            ("A", "Sure. What's the account number?", {}),
             ("C", "Yeah it's uh {0.12m} four four seven {0.15m} two nine one.", {}),
             (
                 "A",
-                "Thanks. I see a charge of forty dollars on the fifth of May.",
+                "Thanks. I see a forty dollar charge on May fifth.",
                 {"bc": [(1.3, "okay")]},
             ),
             ("C", "Right so that one I think I got charged for it twice.", {}),
-            ("A", "I see it now. I'll refund the second charge today.", {}),
+            ("A", "I see it. I'll refund the second one today.", {}),
             ("C", "Okay great and how long does that usually take?", {}),
             ("A", "About three to five business days.", {}),
             ("C", "Perfect thank you so much for your help.", {}),
+            ("A", "You're welcome. Bye now.", {}),
         ],
     ),
     dict(
@@ -409,6 +412,7 @@ CALLS += [
             ("C", "And do I need to bring anything with me?", {}),
             ("A", "Just your insurance card.", {}),
             ("C", "Okay that sounds good thanks a lot.", {}),
+            ("A", "Great. See you Friday.", {}),
         ],
     ),
     dict(
@@ -421,7 +425,7 @@ CALLS += [
         tags=["natural", "support", "disfluent", "backchannel", "noise"],
         script=[
             ("C", "So my internet has been really slow since yesterday.", {}),
-            ("A", "I'm sorry about that. Have you restarted the router?", {}),
+            ("A", "Sorry about that. Have you restarted the router?", {}),
             ("C", "Yeah I I {0.15m} restarted it twice and it's still the same.", {}),
             (
                 "A",
@@ -437,6 +441,7 @@ CALLS += [
             ("C", "Oh okay when can they come?", {}),
             ("A", "Tomorrow between ten and two.", {}),
             ("C", "That's fine I'll be home.", {}),
+            ("A", "Okay. See you tomorrow.", {}),
         ],
     ),
     dict(
@@ -460,8 +465,9 @@ CALLS += [
             ("C", "Oh good. So when should I expect it?", {}),
             ("A", "It should arrive by Thursday.", {}),
             ("C", "Okay and can I change the address or is it too late?", {}),
-            ("A", "I'm afraid it's too late to change it now.", {}),
+            ("A", "Sorry, it's too late to change it.", {}),
             ("C", "Ah okay no worries.", {}),
+            ("A", "Thanks for calling. Bye.", {}),
         ],
     ),
     dict(
@@ -482,10 +488,11 @@ CALLS += [
                 {"bc": [(1.3, "yeah")]},
             ),
             ("C", "The nine thirty, the nine thirty one is better.", {}),
-            ("A", "Okay. Would you like a window or an aisle seat?", {}),
+            ("A", "Okay. Window or aisle seat?", {}),
             ("C", "Um, an aisle seat please.", {}),
             ("A", "Done. You're booked on the nine thirty to Boston.", {}),
             ("C", "Great that's all I needed thanks a lot.", {}),
+            ("A", "Have a good trip.", {}),
         ],
     ),
     dict(
@@ -509,8 +516,9 @@ CALLS += [
                 {"bc": [(1.2, "okay")]},
             ),
             ("C", "Okay and can my wife pick it up for me?", {}),
-            ("A", "Yes, she just needs your name and date of birth.", {}),
+            ("A", "Yes, she just needs your name.", {}),
             ("C", "Okay perfect thank you very much.", {}),
+            ("A", "You're welcome. Bye.", {}),
         ],
     ),
 ]
