@@ -12,15 +12,28 @@ speaks (a real barge-in): whether, and how fast, the agent stopped.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from turnkit.replay.agent import Reply
 from turnkit.replay.recording import Recording
 
-__all__ = ["CallScore", "EventScore", "TurnScore", "aggregate", "score_call"]
+if TYPE_CHECKING:
+    from rich.table import Table
+
+__all__ = [
+    "SUBSET_TAGS",
+    "CallScore",
+    "EventScore",
+    "TurnScore",
+    "aggregate",
+    "score_call",
+    "subset_figures",
+    "subset_table",
+]
 
 EPS = 1e-6
 MIN_HOLD_S = 0.1
@@ -93,6 +106,8 @@ class CallScore:
     # The echo filter's reference: "agent.wav", "missing" (transcript check
     # only) or "off" (filters off); "" from older results.
     echo_reference: str = ""
+    # The call's manifest tags (subsets such as "natural", "stress", "telephone").
+    tags: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -250,6 +265,7 @@ def score_call(
         llm_requests=len(replies) if llm_requests is None else llm_requests,
         drafts=drafts or {"started": 0, "used": 0, "cancelled": 0},
         path=str(rec.folder),
+        tags=list(rec.manifest.tags),
         live_llm=live_llm,
         ignored_decisions=ignored_decisions,
         replies=[
@@ -350,4 +366,77 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
         "audio_seconds": round(sum(c.audio_seconds for c in calls), 3),
         "wall_seconds": round(sum(c.wall_seconds for c in calls), 3),
         "per_turn": [t.row() for t in turns],
+        "subsets": subset_figures(turns, {c.call: c.tags for c in calls}),
     }
+
+
+# Call tags that name a subset of the demo corpus, reported apart.
+SUBSET_TAGS = ("natural", "stress", "telephone")
+
+
+def _field(turn: TurnScore | Mapping[str, Any], name: str) -> Any:
+    return turn[name] if isinstance(turn, Mapping) else getattr(turn, name)
+
+
+def subset_figures(
+    turns: Iterable[TurnScore | Mapping[str, Any]],
+    tags_by_call: Mapping[str, Sequence[str]],
+    subset_tags: Sequence[str] = SUBSET_TAGS,
+) -> dict[str, dict[str, Any]]:
+    """Headline figures per subset of calls: for each tag in ``subset_tags``
+    carried by at least one call, the turns of the calls with that tag and
+    their response latency (p50/p95), interruption rate and missed rate.
+
+    ``turns`` are per-turn records (:class:`TurnScore`, or the ``per_turn``
+    rows of a result: ``call``, ``response_ms``, ``interrupted``, ``missed``);
+    ``tags_by_call`` maps a call id to its manifest tags."""
+    turns = list(turns)
+    out: dict[str, dict[str, Any]] = {}
+    for tag in subset_tags:
+        sel = [t for t in turns if tag in tags_by_call.get(_field(t, "call"), ())]
+        if not sel:
+            continue
+        n = len(sel)
+        responded = [_field(t, "response_ms") for t in sel]
+        out[tag] = {
+            "calls": len({_field(t, "call") for t in sel}),
+            "turns": n,
+            "response_ms": _pct([r for r in responded if r is not None], 50, 95),
+            "interruption_rate": _rate(sum(bool(_field(t, "interrupted")) for t in sel), n),
+            "missed_rate": _rate(sum(bool(_field(t, "missed")) for t in sel), n),
+        }
+    return out
+
+
+def subset_table(results: Sequence[Mapping[str, Any]]) -> Table | None:
+    """A rich table of each result's ``subsets`` (one row per detector and
+    subset), or None where no call carries a subset tag."""
+    rows = [(r, tag, f) for r in results for tag, f in (r.get("subsets") or {}).items()]
+    if not rows:
+        return None
+    from rich.table import Table
+
+    def ms(v: float | None) -> str:
+        return "—" if v is None else f"{v:.0f} ms"
+
+    def pc(v: float | None) -> str:
+        return "—" if v is None else f"{100 * v:.1f}%"
+
+    table = Table(title="per subset (call tags)", title_justify="left")
+    for col in ("detector", "subset", "calls", "turns", "resp p50", "resp p95"):
+        table.add_column(col, justify="left" if col in ("detector", "subset") else "right")
+    table.add_column("interrupt", justify="right")
+    table.add_column("missed", justify="right")
+    for r, tag, f in rows:
+        resp = f.get("response_ms") or {}
+        table.add_row(
+            str(r.get("detector", "")),
+            tag,
+            str(f.get("calls", "")),
+            str(f.get("turns", "")),
+            ms(resp.get("p50")),
+            ms(resp.get("p95")),
+            pc(f.get("interruption_rate")),
+            pc(f.get("missed_rate")),
+        )
+    return table
