@@ -59,7 +59,10 @@ async def run_session(
     tools: list[Any] | None = None,
     min_delay: float = 0.5,
     setup: Any = None,
+    until: Any = None,
 ) -> dict[str, Any]:
+    """``until(out)``: after the audio, also wait (60 s at most) for this
+    event, e.g. a real engine's reply played, however slow the machine."""
     audio, call = load_call(CALL)
     src = WavAudioInput(audio, 0.0, end_s)
     out = CaptureAudioOutput()
@@ -87,6 +90,10 @@ async def run_session(
     extra = setup(session) if setup is not None else None
     await session.start(Agent(instructions="You take bookings.", tools=tools or []), record=False)
     await asyncio.wait_for(src.done.wait(), end_s + 10)
+    if until is not None:
+        async with asyncio.timeout(60):
+            while not until(out):
+                await asyncio.sleep(0.02)
     await asyncio.sleep(1.0)
     await session.aclose()
     return {"users": users, "metrics": metrics, "out": out, "extra": extra}
@@ -323,7 +330,12 @@ async def test_session_with_real_llm_on_llama_server() -> None:
         pytest.skip(str(exc))
     with running_llama_server() as base_url:
         real = openai.LLM(base_url=base_url, api_key="not-needed", model="smollm2")
-        run = await run_session(turn_detector("semantic-text"), llm_=real, end_s=9.0)
+        run = await run_session(
+            turn_detector("semantic-text"),
+            llm_=real,
+            end_s=9.0,
+            until=lambda out: any("played" in s for s in out.segments),  # a reply played out
+        )
     assert len(run["users"]) == 1
     played = [s for s in run["out"].segments if s["duration"] > 0]
     assert played, "the engine's reply was not spoken"
