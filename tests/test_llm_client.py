@@ -278,7 +278,8 @@ async def test_engine_prefix_cache_reported(engine: str) -> None:
 
 async def test_engine_cancel_stops_generation(engine: str) -> None:
     """Cancel after a few tokens: the engine's own counters show the request
-    gone within seconds and no token generated after that."""
+    gone (waited for, 30 s at most on a busy machine), far fewer tokens than
+    asked for generated, and none after that."""
     before = engine_metrics(engine)
     async with ChatClient(engine, first_token_timeout_s=30) as c:
         s = await c.stream(STORY, max_tokens=2000, temperature=0.8, extra={"ignore_eos": True})
@@ -294,7 +295,7 @@ async def test_engine_cancel_stops_generation(engine: str) -> None:
             m = engine_metrics(engine)
             if m["requests_processing"] == 0:
                 break
-            assert time.perf_counter() - t_cancel < 5, "engine still processing 5 s after cancel"
+            assert time.perf_counter() - t_cancel < 30, "engine still processing 30 s after cancel"
             await asyncio.sleep(0.01)
     assert s.cancelled
     await asyncio.sleep(0.5)
