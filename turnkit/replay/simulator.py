@@ -359,6 +359,18 @@ def _sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _end_workers(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
     """Stop a pool now: cancel what has not started, SIGTERM every worker,
     SIGKILL what is still there after ``grace_s``."""
@@ -392,7 +404,11 @@ def _run_pool(
         max_workers=min(workers, len(jobs)), mp_context=ctx, initializer=_worker_init
     )
     try:
-        futures = {pool.submit(_replay_job, p, detectors, config): p for p in jobs}
+        # Workers start on submit. Started with SIGINT ignored, they keep
+        # ignoring it from their first instruction (a Ctrl-C to the process
+        # group during their imports would print a traceback each).
+        with _sigint_ignored():
+            futures = {pool.submit(_replay_job, p, detectors, config): p for p in jobs}
         for fut in as_completed(futures):
             p = futures[fut]
             try:
