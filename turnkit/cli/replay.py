@@ -159,6 +159,9 @@ def replay(
             create_detector(spec, VirtualClock())
         except DetectorSpecError as exc:
             _fail(str(exc))
+        except Exception as exc:  # a detector that cannot start: one line, not a traceback
+            first = (str(exc).strip().splitlines() or [""])[0]
+            _fail(f"detector {spec!r} cannot start: {type(exc).__name__}: {first}", 1)
     for name, value in (("--llm-ttft-ms", llm_ttft_ms), ("--tts-ttfb-ms", tts_ttfb_ms)):
         try:
             LatencyModel.parse(value)
