@@ -174,7 +174,7 @@ async def test_fused_with_smart_turn_hears_the_audio() -> None:
     reasons = [r["reason"] for r in score.replies]
     assert reasons and all("p_audio" in r and "p_text" in r for r in reasons)
     det = create_detector("fused", VirtualClock())
-    assert isinstance(det, FusedDetector) and det._audio_model is not None
+    assert isinstance(det, FusedDetector) and det.scorer.audio is not None
 
 
 async def test_early_eager_goes_out_at_the_first_quiet_frame() -> None:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from turnkit.audio.vad import VADStep
 from turnkit.clock import Clock
+from turnkit.detectors.endpointing import ComputeMode, Endpointing, Scorer, WaitPolicy
 from turnkit.frames import (
     AudioInFrame,
     SystemFrame,
@@ -43,12 +44,12 @@ class DetectorParams(BaseModel):
 
 
 class EndOfTurnDetector:
-    """Base class. Subclasses set ``name`` and ``Params`` and override
-    :meth:`on_audio` and/or :meth:`on_transcript`.
-
-    The base tracks the turn state every detector needs: whether a turn is
-    open (caller spoke since the last decision) and whether a decision was
-    already signalled, so that speech after it yields ``TurnResumedFrame``.
+    """Base class: a :class:`~turnkit.detectors.endpointing.Scorer` (what the
+    detector judges) run by one :class:`~turnkit.detectors.endpointing.Endpointing`
+    (when a pause ends the turn). Subclasses set ``name`` and ``Params`` and
+    override :meth:`make_scorer` and :meth:`wait_policy`; hosts call
+    :meth:`on_audio` / :meth:`on_transcript` and never know which detector
+    they run.
     """
 
     name: ClassVar[str] = ""
@@ -58,50 +59,59 @@ class EndOfTurnDetector:
         self.clock = clock
         self.params = params if params is not None else self.Params()
         self.spec = spec or self.name
-        self.agent_text = ""
-        self.reset()
+        self.scorer = self.make_scorer()
+        self.endpointing = Endpointing(clock, self.scorer, self.wait_policy, spec=self.spec)
 
-    # -- state ---------------------------------------------------------------
+    # -- what a detector is ----------------------------------------------------
+    def make_scorer(self) -> Scorer | None:
+        """The evidence this detector judges (None: silence alone)."""
+        return None
+
+    def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
+        """How long a pause must last, given the agent's last message and the
+        turn's words so far."""
+        raise NotImplementedError
+
+    # -- state -------------------------------------------------------------------
     def reset(self) -> None:
-        self.turn_open = False  # caller has spoken since the last end decision
-        self.signalled = False  # an eager/end went out for the open stretch
+        self.endpointing.reset()
 
     def set_agent_text(self, text: str) -> None:
         """The agent's last message: context for text-based detectors."""
-        self.agent_text = text
+        self.endpointing.set_agent_text(text)
 
-    # -- evidence ------------------------------------------------------------
+    def set_compute(self, mode: ComputeMode) -> None:
+        """How model cost delays a decision: measured, fixed (the recorded
+        benchmark figure: reproducible) or none."""
+        self.endpointing.compute = mode
+
+    @property
+    def agent_text(self) -> str:
+        return self.endpointing.agent_text
+
+    @property
+    def text(self) -> str:
+        """The current turn's words (none once the turn has ended)."""
+        return self.endpointing.turn_text()
+
+    @property
+    def turn_open(self) -> bool:
+        return self.endpointing.turn_open
+
+    @property
+    def signalled(self) -> bool:
+        return self.endpointing.signalled
+
+    @property
+    def fallbacks(self) -> int:
+        """Commits decided by the fallback wait because the scorer failed."""
+        return self.endpointing.fallbacks
+
+    # -- evidence ----------------------------------------------------------------
     async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
         """One caller audio frame with the VAD's verdict; ``clock.now()`` is
-        the end of the frame. The base opens turns and signals resumption."""
-        out: list[SystemFrame] = []
-        if vad.speaking:
-            if self.signalled:
-                out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
-                self.signalled = False
-            self.turn_open = True
-        return out
+        the end of the frame."""
+        return await self.endpointing.on_audio(frame, vad)
 
     async def on_transcript(self, frame: TranscriptFrame) -> list[SystemFrame]:
-        return []
-
-    # -- helpers for subclasses ----------------------------------------------
-    def _still_running_ms(self, cost_ms: float, started_at: float) -> float:
-        """The part of a model's cost still running now. A model that began
-        at ``started_at`` (clock time) and took ``cost_ms`` of wall time only
-        delays a decision by what is left of it: all of it right after it
-        started, none when a timer fires long after."""
-        return max(0.0, cost_ms - (self.clock.now() - started_at) * 1000)
-
-    def _end(
-        self, probability: float | None = None, compute_ms: float = 0.0, reason: str = ""
-    ) -> TurnEndFrame:
-        self.turn_open = False
-        self.signalled = True
-        return TurnEndFrame(
-            at=self.clock.now(),
-            detector=self.spec,
-            probability=probability,
-            compute_ms=compute_ms,
-            reason=reason,
-        )
+        return await self.endpointing.on_transcript(frame)

@@ -22,20 +22,12 @@ import time
 
 from pydantic import Field, model_validator
 
-from turnkit.audio.vad import VADStep
-from turnkit.clock import Clock
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
+from turnkit.detectors.endpointing import Evidence, Score, WaitPolicy
 from turnkit.detectors.registry import register
-from turnkit.frames import (
-    AudioInFrame,
-    SystemFrame,
-    TranscriptFrame,
-    TurnEagerFrame,
-    TurnEndFrame,
-)
 from turnkit.text.semantic_model import SemanticTextModel
 
-__all__ = ["SemanticTextDetector", "SemanticTextParams"]
+__all__ = ["SemanticTextDetector", "SemanticTextParams", "SemanticTextScorer"]
 
 
 # The defaults the training script chose on its held-out split (printed by
@@ -73,15 +65,39 @@ class SemanticTextParams(DetectorParams):
         return self
 
 
-class _Scorer:
-    """What ``eot-score`` / ``eot-eval`` use: the model and its default threshold."""
+# The packaged model on one core (benchmarks/bench_semantic_text.py, p50 per
+# decision): what `--compute fixed` charges per look.
+FIXED_COST_MS = 0.05
 
-    def __init__(self, model: SemanticTextModel, threshold: float) -> None:
+
+class SemanticTextScorer:
+    """P(end of turn) from the transcript so far and the agent's last
+    message (the packaged semantic-text model). Reads words only; cached per
+    (words, context), so a pause costs one look unless the words change."""
+
+    hears_audio = False
+    reads_text = True
+    no_evidence = "no transcript"
+
+    def __init__(self, model: SemanticTextModel, threshold: float = DEFAULT_THRESHOLD) -> None:
         self.model = model
-        self.threshold = threshold
+        self.threshold = threshold  # for eot-score / eot-eval
+        self._cache: tuple[str, str, float] | None = None
 
     def predict(self, text: str, agent_text: str = "") -> float:
         return self.model.predict(text, agent_text)
+
+    async def score(self, ev: Evidence) -> Score:
+        if not ev.text:
+            return Score(None)
+        c = self._cache
+        if c is not None and c[0] == ev.text and c[1] == ev.agent_text:
+            return Score(c[2], parts={"p_text": c[2]})
+        t0 = time.perf_counter()
+        p = float(self.model.predict(ev.text, ev.agent_text))
+        ms = (time.perf_counter() - t0) * 1000
+        self._cache = (ev.text, ev.agent_text, p)
+        return Score(p, compute_ms=ms, fixed_ms=FIXED_COST_MS, parts={"p_text": p})
 
 
 @register
@@ -90,73 +106,20 @@ class SemanticTextDetector(EndOfTurnDetector):
     Params = SemanticTextParams
     params: SemanticTextParams
 
-    def __init__(self, clock: Clock, params: DetectorParams | None = None, spec: str = "") -> None:
-        self.model = SemanticTextModel.load()
-        self.text = ""
-        self._cache: tuple[str, str, float, float] | None = None  # text, agent, p, ms
-        self._eager_pause: float | None = None  # speech_end of the pause an eager went out for
-        super().__init__(clock, params, spec)
-
     @classmethod
-    def text_scorer(cls, params: DetectorParams | None = None) -> _Scorer:
+    def text_scorer(cls, params: DetectorParams | None = None) -> SemanticTextScorer:
         """A text-only scorer (``predict(text, agent_text)``, ``threshold``)."""
         p = params if isinstance(params, SemanticTextParams) else SemanticTextParams()
-        return _Scorer(SemanticTextModel.load(), p.threshold)
+        return SemanticTextScorer(SemanticTextModel.load(), p.threshold)
 
-    def reset(self) -> None:
-        super().reset()
-        self.text = ""
-        self._eager_pause = None
+    def make_scorer(self) -> SemanticTextScorer:
+        return SemanticTextScorer(SemanticTextModel.load(), self.params.threshold)
 
-    async def on_transcript(self, frame: TranscriptFrame) -> list[SystemFrame]:
-        self.text = frame.text
-        return []
-
-    def score(self) -> tuple[float, float]:
-        """P(end) for the current text and agent context, and what it cost
-        (ms; 0 when cached: it is computed once per text/context change)."""
-        c = self._cache
-        if c is not None and c[0] == self.text and c[1] == self.agent_text:
-            return c[2], 0.0
-        t0 = time.perf_counter()
-        p = self.model.predict(self.text, self.agent_text) if self.text.strip() else 0.0
-        ms = (time.perf_counter() - t0) * 1000
-        self._cache = (self.text, self.agent_text, p, ms)
-        return p, ms
-
-    async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
-        out = await super().on_audio(frame, vad)
-        if not self.turn_open or vad.speaking:
-            return out
-        silent_ms = (self.clock.now() - vad.speech_end) * 1000
+    def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
         prm = self.params
-        p, ms = self.score()
-        if silent_ms >= prm.min_wait_ms - 1e-6 and p >= prm.threshold:
-            out.append(
-                self._end(
-                    probability=p,
-                    compute_ms=ms,
-                    reason=f"p={p:.2f} ≥ {prm.threshold:.2f} after {silent_ms:.0f} ms",
-                )
-            )
-        elif silent_ms >= prm.max_wait_ms - 1e-6:
-            out.append(
-                self._end(
-                    probability=p,
-                    compute_ms=ms,
-                    reason=f"p={p:.2f} < {prm.threshold:.2f}; {silent_ms:.0f} ms silence",
-                )
-            )
-        elif p >= prm.eager_threshold and self._eager_pause != vad.speech_end:
-            self._eager_pause = vad.speech_end
-            self.signalled = True  # speech after it resumes the turn
-            out.append(
-                TurnEagerFrame(
-                    at=self.clock.now(), detector=self.spec, probability=p, compute_ms=ms
-                )
-            )
-        if out and isinstance(out[-1], TurnEndFrame):
-            # the transcript belongs to the turn just ended
-            self.text = ""
-            self._eager_pause = None
-        return out
+        return WaitPolicy(
+            threshold=prm.threshold,
+            eager=prm.eager_threshold,
+            min_wait_ms=prm.min_wait_ms,
+            max_wait_ms=prm.max_wait_ms,
+        )

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from turnkit.audio.vad import VADStep
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
+from turnkit.detectors.endpointing import WaitPolicy
 from turnkit.detectors.registry import register
-from turnkit.frames import AudioInFrame, SystemFrame
 
 __all__ = ["SilenceDetector"]
 
@@ -34,14 +33,13 @@ class SilenceParams(DetectorParams):
 
 @register
 class SilenceDetector(EndOfTurnDetector):
+    """No scorer: every pause waits ``stop_ms`` (the endpointing's
+    no-evidence wait, which is also its ceiling)."""
+
     name = "silence"
     Params = SilenceParams
     params: SilenceParams
 
-    async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
-        out = await super().on_audio(frame, vad)
-        if self.turn_open and not vad.speaking:
-            silent_s = self.clock.now() - vad.speech_end
-            if silent_s * 1000 >= self.params.stop_ms - 1e-6:
-                out.append(self._end(reason=f"{silent_s * 1000:.0f} ms silence"))
-        return out
+    def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
+        ms = self.params.stop_ms
+        return WaitPolicy(min_wait_ms=0.0, max_wait_ms=ms, no_evidence_ms=ms)

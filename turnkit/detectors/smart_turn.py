@@ -33,19 +33,21 @@ import numpy as np
 import onnxruntime as ort
 from pydantic import Field, model_validator
 
-from turnkit.audio.mel import SAMPLE_RATE, WINDOW_S, smart_turn_features
-from turnkit.audio.vad import VADStep
+from turnkit.audio.mel import WINDOW_S, smart_turn_features
+from turnkit.audio.turn_audio import TurnAudio, _Ring  # noqa: F401 - re-exported
 from turnkit.clock import Clock
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
+from turnkit.detectors.endpointing import Evidence, Score, WaitPolicy
 from turnkit.detectors.registry import DetectorSpecError, register
-from turnkit.frames import AudioInFrame, SystemFrame, TurnEagerFrame
 
 __all__ = [
     "MODEL_DIR",
     "SmartTurnDetector",
     "SmartTurnModel",
     "SmartTurnParams",
+    "SmartTurnScorer",
     "SmartTurnUnavailable",
+    "TurnAudio",
     "find_smart_turn_model",
 ]
 
@@ -184,69 +186,39 @@ class SmartTurnParams(DetectorParams):
         return max(0.0, self.threshold - 0.2)
 
 
-class _Ring:
-    """The last ``size`` samples of a stream, in a fixed buffer."""
-
-    def __init__(self, size: int) -> None:
-        self.buf = np.zeros(size, dtype=np.float32)
-        self.pos = 0  # next write index
-        self.filled = 0
-
-    def clear(self) -> None:
-        self.pos = 0
-        self.filled = 0
-
-    def push(self, x: np.ndarray) -> None:
-        n = self.buf.size
-        if x.size >= n:
-            self.buf[:] = x[-n:]
-            self.pos, self.filled = 0, n
-            return
-        end = self.pos + x.size
-        if end <= n:
-            self.buf[self.pos : end] = x
-        else:
-            k = n - self.pos
-            self.buf[self.pos :] = x[:k]
-            self.buf[: x.size - k] = x[k:]
-        self.pos = end % n
-        self.filled = min(n, self.filled + x.size)
-
-    def last(self, count: int) -> np.ndarray:
-        """A copy of the newest ``count`` samples (fewer if not yet heard)."""
-        count = max(0, min(count, self.filled))
-        start = self.pos - count
-        if start >= 0:
-            return self.buf[start : self.pos].copy()
-        return np.concatenate((self.buf[start:], self.buf[: self.pos]))
+# Smart Turn v3.2 on one core of the CI machine class (benchmarks/bench_smart_turn.py,
+# p50 over real corpus turns): what `--compute fixed` charges per inference.
+FIXED_COST_MS = 45.0
 
 
-class TurnAudio:
-    """The caller audio of the current turn, for audio models: the last
-    ``window_s`` of the stream, cut to start ``pre_speech_ms`` before the
-    turn's first speech (older audio is the agent's echo or the previous
-    turn, which drags the model's judgement)."""
+class SmartTurnScorer:
+    """P(complete) from Smart Turn v3 on the turn's audio: the melody,
+    rhythm and final lengthening of the last words. Hears audio only."""
 
-    def __init__(self, window_s: float = WINDOW_S, pre_speech_ms: float = 500.0) -> None:
-        self.ring = _Ring(round(window_s * SAMPLE_RATE))
+    hears_audio = True
+    reads_text = False
+    no_evidence = "no audio"
+
+    def __init__(
+        self, model: SmartTurnModel, window_s: float = WINDOW_S, pre_speech_ms: float = 500.0
+    ) -> None:
+        self.model = model
+        self.window_s = window_s
         self.pre_speech_ms = pre_speech_ms
-        self.turn_start: float | None = None
+        self._cache: tuple[int, Score] | None = None  # (pause, score)
 
-    def clear(self) -> None:
-        self.ring.clear()
-        self.turn_start = None
-
-    def push(self, frame: AudioInFrame, vad: VADStep, opening: bool) -> None:
-        if frame.sample_rate != SAMPLE_RATE:
-            raise ValueError(f"audio models take {SAMPLE_RATE} Hz audio, got {frame.sample_rate}")
-        self.ring.push(np.asarray(frame.audio, dtype=np.float32).reshape(-1))
-        if opening:
-            self.turn_start = vad.speech_start
-
-    def turn_audio(self, now: float) -> np.ndarray:
-        start = self.turn_start if self.turn_start is not None else 0.0
-        seconds = now - start + self.pre_speech_ms / 1000
-        return self.ring.last(round(seconds * SAMPLE_RATE))
+    async def score(self, ev: Evidence) -> Score:
+        if ev.audio is None:
+            return Score(None)
+        if self._cache is not None and self._cache[0] == ev.pause:
+            p = self._cache[1].p
+            return Score(p, parts={"p_audio": p} if p is not None else {})
+        t0 = time.perf_counter()
+        p = self.model.predict(ev.audio())
+        ms = (time.perf_counter() - t0) * 1000
+        score = Score(p, compute_ms=ms, fixed_ms=FIXED_COST_MS, parts={"p_audio": p})
+        self._cache = (ev.pause, score)
+        return score
 
 
 @register
@@ -255,24 +227,13 @@ class SmartTurnDetector(EndOfTurnDetector):
     by VAD silence.
 
     Evidence: the caller's audio and the VAD. The model runs **once per
-    pause**, when the VAD reports the end of a speech stretch (its 96 ms stop
-    window), on the audio of the current turn — from ``pre_speech_ms`` before
-    the turn's first speech (at most the last ``window_s``) up to now:
-
-    * ``p >= threshold`` — the caller sounds done: the turn ends once the
-      silence since the last speech reaches ``min_wait_ms`` (at once, by
-      default: the VAD's stop window has already passed);
-    * otherwise the caller sounds mid-thought: the turn ends only if the
-      silence reaches ``max_wait_ms`` (a fallback for a model that misses an
-      end, not a decision of the model).
-
-    Speech before the decision cancels the pause; the next pause is judged
-    afresh. When ``p >= eager_threshold`` but the turn does not end at once,
-    a :class:`~turnkit.frames.TurnEagerFrame` goes out right after inference
-    (one per pause) so a draft reply can start. The inference's wall-clock
-    cost is measured; the part of it that delays a decision (all of it when
-    the turn ends right after inference, none when a timer fires long after)
-    is the ``compute_ms`` of the :class:`~turnkit.frames.TurnEndFrame`.
+    pause**, on the first frame after the VAD's stop window, on the audio of
+    the current turn — from ``pre_speech_ms`` before the turn's first speech
+    (at most the last ``window_s``) up to now. ``p >= threshold``: the turn
+    ends once the silence reaches ``min_wait_ms``; otherwise at
+    ``max_wait_ms`` (the ceiling). An eager signal goes out right after
+    inference when ``p >= eager_threshold`` and the turn did not end at once.
+    All waiting is :class:`~turnkit.detectors.endpointing.Endpointing`'s.
 
     Audio must be 16 kHz mono (the rate of the VAD and of the model).
 
@@ -293,72 +254,17 @@ class SmartTurnDetector(EndOfTurnDetector):
         spec: str = "",
         model: SmartTurnModel | None = None,
     ) -> None:
-        super().__init__(clock, params, spec)
         self.model = model if model is not None else SmartTurnModel()
-        self._audio = TurnAudio(self.params.window_s, self.params.pre_speech_ms)
-        self._pause_reset()
+        super().__init__(clock, params, spec)
 
-    def reset(self) -> None:
-        super().reset()
-        if hasattr(self, "_audio"):
-            self._audio.clear()
-        self._pause_reset()
+    def make_scorer(self) -> SmartTurnScorer:
+        return SmartTurnScorer(self.model, self.params.window_s, self.params.pre_speech_ms)
 
-    def _pause_reset(self) -> None:
-        self._p: float | None = None  # the model's verdict on the current pause
-        self._infer_at = 0.0  # clock time the inference started
-        self._infer_ms = 0.0  # its wall-clock cost
-
-    async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
-        opening = vad.speaking and not self.turn_open
-        out = await super().on_audio(frame, vad)
-        self._audio.push(frame, vad, opening)
-        if vad.speaking:
-            self._pause_reset()  # speech again: any pending pause is void
-            return out
-        if not self.turn_open:
-            return out
-        now = self.clock.now()
-        if self._p is None:
-            # First silent frame of a pause: the VAD just confirmed the stop.
-            self._infer_at = now
-            t0 = time.perf_counter()
-            self._p = self.model.predict(self._audio.turn_audio(now))
-            self._infer_ms = (time.perf_counter() - t0) * 1000
-            committed = self._decide(now, vad, out)
-            if not committed and self._p >= self.params.eager:
-                out.append(
-                    TurnEagerFrame(
-                        at=now, detector=self.spec, probability=self._p, compute_ms=self._infer_ms
-                    )
-                )
-                self.signalled = True  # speech after this yields TurnResumedFrame
-            return out
-        self._decide(now, vad, out)
-        return out
-
-    def _decide(self, now: float, vad: VADStep, out: list[SystemFrame]) -> bool:
-        assert self._p is not None
-        p = self._p
-        complete = p >= self.params.threshold
-        wait_ms = self.params.min_wait_ms if complete else self.params.max_wait_ms
-        silent_ms = (now - vad.speech_end) * 1000
-        if silent_ms < wait_ms - 1e-6:
-            return False
-        # Only the part of the model's cost still running at this moment
-        # delays the decision (none when a timer fires long after inference).
-        pending_ms = self._still_running_ms(self._infer_ms, self._infer_at)
-        verdict = "complete" if complete else "incomplete"
-        out.append(
-            self._end(
-                probability=p,
-                compute_ms=pending_ms,
-                reason=(
-                    f"p={p:.2f} {verdict} after {silent_ms:.0f} ms silence "
-                    f"(model {self._infer_ms:.0f} ms)"
-                ),
-            )
+    def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
+        prm = self.params
+        return WaitPolicy(
+            threshold=prm.threshold,
+            eager=prm.eager,
+            min_wait_ms=prm.min_wait_ms,
+            max_wait_ms=prm.max_wait_ms,
         )
-        self._audio.turn_start = None
-        self._pause_reset()
-        return True

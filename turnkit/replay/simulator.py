@@ -36,6 +36,7 @@ from turnkit.barge_in.echo import EchoFilter, align_reference
 from turnkit.barge_in.policy import BargeInPolicy, FilteredBargeIn, VADBargeIn
 from turnkit.barge_in.processors import EchoGateProcessor
 from turnkit.clock import VirtualClock
+from turnkit.detectors.endpointing import ComputeMode
 from turnkit.detectors.registry import DetectorSpecError, create_detector
 from turnkit.drafting.drafter import EagerDrafter
 from turnkit.frames import AudioInFrame, EndFrame, StartFrame
@@ -77,7 +78,12 @@ class ReplayConfig(BaseModel):
     grace_s: float = Field(
         0.5, ge=0, description="a stop this long after an event's end still counts for it"
     )
-    count_compute: bool = True
+    compute: ComputeMode = Field(
+        "measured",
+        description="model cost added to decisions: measured (wall clock), fixed (each "
+        "model's recorded benchmark figure: identical reruns) or none",
+    )
+    count_compute: bool = Field(True, description="False: the same as compute='none'")
     eager: bool = Field(False, description="start drafts on eager signals (EagerDrafter)")
     filters: bool = Field(
         True, description="echo + acknowledgement filters for barge-in (False: raw VADBargeIn)"
@@ -165,6 +171,8 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
     n_samples = rec.caller_samples(SAMPLE_RATE)  # the audio streams in blocks below
     clock = VirtualClock()
     detector = create_detector(detector_spec, clock)
+    compute = config.compute if config.count_compute else "none"
+    detector.set_compute(compute)
     vad = VADAnalyzer(
         params=VADParams(
             threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
@@ -185,7 +193,7 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
         llm,
         LatencyModel.parse(config.tts_ttfb_ms),
         rng,
-        count_compute=config.count_compute,
+        count_compute=compute != "none",
         drafter=EagerDrafter(clock) if config.eager else None,
     )
     pipeline = Pipeline(

@@ -1,0 +1,87 @@
+"""Shared test helpers: one detector driver for every detector test.
+
+:class:`DetectorDriver` feeds a detector 32 ms frames as a host does: the
+VAD's verdict comes from the real hysteresis (``VADAnalyzer.step`` over hand
+probabilities, no audio model), the virtual clock stands at the end of each
+frame, and transcripts carry the time their last word was spoken.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from turnkit.audio.vad import SileroVAD, VADAnalyzer, VADParams
+from turnkit.clock import VirtualClock
+from turnkit.detectors import create_detector
+from turnkit.detectors.base import EndOfTurnDetector
+from turnkit.frames import AudioInFrame, TranscriptFrame, TurnEagerFrame, TurnEndFrame
+
+SR = 16000
+FRAME = 512
+FRAME_S = FRAME / SR
+SPEECH, QUIET = 0.95, 0.02
+
+
+class DetectorDriver:
+    """Speech and silence into one detector, one frame at a time; every
+    signal is kept with the clock time it came out at."""
+
+    def __init__(self, spec_or_detector: str | EndOfTurnDetector = "silence") -> None:
+        self.clock = VirtualClock()
+        if isinstance(spec_or_detector, str):
+            self.det = create_detector(spec_or_detector, self.clock)
+        else:
+            self.det = spec_or_detector
+            self.clock = spec_or_detector.clock  # type: ignore[assignment]
+        self.vad = VADAnalyzer(model=SileroVAD(), params=VADParams(start_ms=64, stop_ms=96))
+        self.t = 0.0
+        self.signals: list[tuple[float, object]] = []
+        self.audio: np.ndarray | None = None  # optional real audio, played frame by frame
+
+    async def frames(self, prob: float, seconds: float) -> list[tuple[float, object]]:
+        out: list[tuple[float, object]] = []
+        for _ in range(round(seconds / FRAME_S)):
+            step = self.vad.step(prob, self.t)
+            chunk = np.zeros(FRAME, np.float32)
+            if self.audio is not None:
+                i = round(self.t * SR)
+                part = self.audio[i : i + FRAME]
+                chunk[: part.size] = part
+            frame = AudioInFrame(at=self.t, audio=chunk, sample_rate=SR, vad=step)
+            self.t += FRAME_S
+            await self.clock.advance_to(self.t)
+            out += [(self.clock.now(), s) for s in await self.det.on_audio(frame, step)]
+        self.signals += out
+        return out
+
+    async def speak(self, seconds: float, text: str | None = None) -> list[tuple[float, object]]:
+        """Speech for ``seconds``; ``text`` (the turn so far) is transcribed
+        at its end, spoken until then."""
+        out = await self.frames(SPEECH, seconds)
+        if text is not None:
+            await self.say(text)
+        return out
+
+    async def silence(self, seconds: float) -> list[tuple[float, object]]:
+        return await self.frames(QUIET, seconds)
+
+    async def say(self, text: str, spoken_until: float | None = None) -> list[object]:
+        until = self.t if spoken_until is None else spoken_until
+        out = await self.det.on_transcript(
+            TranscriptFrame(at=self.clock.now(), text=text, is_final=True, spoken_until=until)
+        )
+        self.signals += [(self.clock.now(), s) for s in out]
+        return out
+
+    def ends(self) -> list[tuple[float, TurnEndFrame]]:
+        return [(at, s) for at, s in self.signals if isinstance(s, TurnEndFrame)]
+
+    def eagers(self) -> list[tuple[float, TurnEagerFrame]]:
+        return [(at, s) for at, s in self.signals if isinstance(s, TurnEagerFrame)]
+
+
+@pytest.fixture
+def driver():
+    """``driver(spec)`` → a fresh :class:`DetectorDriver`."""
+    return DetectorDriver

@@ -1,0 +1,438 @@
+"""Endpointing: when does a pause end the caller's turn?
+
+Every end-of-turn detector is a :class:`Scorer` — P(the caller is done),
+from audio, words, an LLM or a fusion of them, and nothing else — plus this
+one pause state machine, which owns all the waiting:
+
+* a turn opens when the VAD hears speech and closes at a commit
+  (:class:`~turnkit.frames.TurnEndFrame`);
+* a **pause** begins on the first frame the VAD no longer calls speech
+  (its stop hysteresis has passed); the scorer is asked once then, and again
+  only when the words of the turn change during the pause (a recogniser's
+  final arriving late);
+* the :class:`WaitPolicy` turns the score into a wait: ``threshold`` mode is
+  LiveKit's and Pipecat's binary choice (``min_wait`` when p clears the
+  threshold, ``max_wait`` otherwise), ``continuous`` mode reads the wait off
+  a model of hold lengths (see :meth:`WaitPolicy.wait_ms`); the turn ends
+  once the silence since the last speech reaches the wait;
+* one **eager** signal (:class:`~turnkit.frames.TurnEagerFrame`) per pause
+  when p reaches ``eager`` before the commit, so a draft may start; with
+  ``early_eager`` a text scorer may send it on the first quiet frame, before
+  the VAD confirms the pause; speech after either yields
+  :class:`~turnkit.frames.TurnResumedFrame`;
+* **one stale-transcript rule**: words whose last one was spoken before the
+  previous commit's speech end belong to that turn, not this one;
+* **a ceiling**: no wait exceeds ``max_wait_ms``, whatever the scorer says
+  (a turn nobody answers is the worst outcome); a scorer that fails or has
+  no evidence falls back to a fixed silence wait;
+* **compute**: a model's cost delays the decision by the part still running
+  when the turn ends — measured (wall clock), ``fixed`` (the benchmark figure
+  recorded with the model, so two runs give identical figures) or ``none``.
+
+Example::
+
+    ep = Endpointing(clock, SemanticTextScorer(model), WaitPolicy(threshold=0.4))
+    out = await ep.on_transcript(frame)       # words
+    out = await ep.on_audio(frame, vad_step)  # [TurnEndFrame(...)] at a pause
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from turnkit.audio.turn_audio import TurnAudio
+from turnkit.audio.vad import VADStep
+from turnkit.clock import Clock
+from turnkit.frames import (
+    AudioInFrame,
+    SystemFrame,
+    TranscriptFrame,
+    TurnEagerFrame,
+    TurnEndFrame,
+    TurnResumedFrame,
+)
+
+__all__ = [
+    "ComputeMode",
+    "Endpointing",
+    "Evidence",
+    "Score",
+    "Scorer",
+    "WaitPolicy",
+]
+
+ComputeMode = Literal["measured", "none", "fixed"]
+_NORMAL = NormalDist()
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Evidence:
+    """What a scorer may judge, at one moment of one pause."""
+
+    pause: int  # the same number for every look at one pause (scorers cache on it)
+    text: str  # the current turn's words so far ("" when none, or only stale ones)
+    agent_text: str  # the agent's last message
+    audio: Callable[[], np.ndarray] | None = None  # the turn's 16 kHz audio up to now
+    text_only: bool = False  # an early look before the VAD confirmed the pause: words only
+
+
+@dataclass(slots=True)
+class Score:
+    """A scorer's verdict: P(the caller is done), or None for no evidence."""
+
+    p: float | None
+    compute_ms: float = 0.0  # measured wall-clock cost of this look
+    fixed_ms: float = 0.0  # the recorded benchmark cost of the same work
+    parts: dict[str, float] = field(default_factory=dict)  # p per evidence kind
+    error: str | None = None  # the scorer failed (an engine down): the fallback decides
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """P(end of turn) from one kind of evidence, or a fusion of several.
+
+    A scorer decides nothing about time: :class:`Endpointing` asks it at a
+    pause and turns its answer into a wait."""
+
+    hears_audio: bool  # needs the turn's audio (Evidence.audio)
+    reads_text: bool  # judges the transcript (asked again when it changes)
+
+    def score(self, ev: Evidence) -> Awaitable[Score]: ...
+
+
+class WaitPolicy(BaseModel):
+    """How long a pause must last before it ends the turn, given the score.
+
+    ``threshold`` mode: ``min_wait_ms`` when p ≥ ``threshold``, else
+    ``max_wait_ms``. ``continuous`` mode: if the caller is not done, the
+    pause is a hold, and holds have a length distribution (log-normal,
+    median ``hold_ms``, spread ``hold_sigma``). After ``t`` ms of silence
+
+        P(done | t) = p / (p + (1 - p) · S(t)),   S(t) = P(hold lasts > t)
+
+    and the turn ends once that reaches ``confidence``, clamped to
+    ``[min_wait_ms, max_wait_ms]``. No score (no words for a text model) waits
+    ``no_evidence_ms``; a failed scorer ``fallback_ms``. ``max_wait_ms`` is the
+    ceiling of every wait."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["threshold", "continuous"] = "threshold"
+    threshold: float = Field(0.5, ge=0, le=1)
+    eager: float | None = Field(None, ge=0, le=1)
+    early_eager: bool = False
+    min_wait_ms: float = Field(0.0, ge=0)
+    max_wait_ms: float = Field(800.0, ge=0)
+    no_evidence_ms: float | None = Field(None, ge=0)
+    fallback_ms: float | None = Field(None, ge=0)
+    hold_ms: float = Field(200.0, gt=0)
+    hold_sigma: float = Field(0.65, gt=0)
+    confidence: float = Field(0.95, gt=0, lt=1)
+    prior: float = Field(0.5, gt=0, lt=1, description="p when a continuous scorer has none")
+
+    @model_validator(mode="after")
+    def _order(self) -> WaitPolicy:
+        if self.min_wait_ms > self.max_wait_ms:
+            raise ValueError(
+                f"min_wait_ms ({self.min_wait_ms:g}) must not exceed max_wait_ms "
+                f"({self.max_wait_ms:g})"
+            )
+        return self
+
+    def hold_wait_ms(self, p: float) -> float:
+        """Continuous mode: the silence after which P(done | silence)
+        reaches ``confidence`` (before the clamp)."""
+        p = min(1 - 1e-6, max(1e-6, p))
+        c = self.confidence
+        # Commit when S(t) <= x: a hold would have to be longer than is likely.
+        x = p * (1 - c) / ((1 - p) * c)
+        if x >= 1:
+            return 0.0
+        return self.hold_ms * math.exp(self.hold_sigma * _NORMAL.inv_cdf(1 - x))
+
+    def wait_ms(self, score: Score | None) -> float:
+        if score is not None and score.error is not None:
+            wait = self.fallback_ms if self.fallback_ms is not None else self._no_evidence()
+        elif score is None or score.p is None:
+            if self.mode == "continuous":
+                wait = self.hold_wait_ms(self.prior)
+            else:
+                wait = self._no_evidence()
+        elif self.mode == "continuous":
+            wait = self.hold_wait_ms(score.p)
+        else:
+            wait = self.min_wait_ms if score.p >= self.threshold else self.max_wait_ms
+        return min(self.max_wait_ms, max(self.min_wait_ms, wait))
+
+    def _no_evidence(self) -> float:
+        return self.no_evidence_ms if self.no_evidence_ms is not None else self.max_wait_ms
+
+
+@dataclass(slots=True)
+class _Pause:
+    speech_end: float  # the VAD's end of the speech this pause follows
+    number: int
+    score: Score | None = None
+    text: str | None = None  # the words the score judged
+    at: float = 0.0  # clock time of the last look
+    cost_ms: float = 0.0  # what that look cost, as charged (measured / fixed / none)
+    eager_sent: bool = False
+
+
+class Endpointing:
+    """The pause state machine every detector runs (see the module doc).
+
+    ``policy`` is a :class:`WaitPolicy`, or a function of the agent's last
+    message and the turn's words so far returning one (patience profiles
+    chosen by context). ``audio``
+    holds the turn's audio for a scorer that hears it (``hears_audio``)."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        scorer: Scorer | None,
+        policy: WaitPolicy | Callable[[str, str], WaitPolicy],
+        spec: str = "",
+        compute: ComputeMode = "measured",
+        describe: Callable[[str], str] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.scorer = scorer
+        self._policy = policy
+        self.spec = spec
+        self.compute: ComputeMode = compute
+        self._describe = describe
+        hears = scorer is not None and scorer.hears_audio
+        self._audio = (
+            TurnAudio(getattr(scorer, "window_s", 8.0), getattr(scorer, "pre_speech_ms", 500.0))
+            if hears
+            else None
+        )
+        self.agent_text = ""
+        self.fallbacks = 0  # commits the fallback wait decided (the scorer failed)
+        self.scores = 0  # looks at the evidence
+        self._scorer_failed = False
+        self.reset()
+
+    # -- state ---------------------------------------------------------------
+    def reset(self) -> None:
+        self.turn_open = False  # the caller has spoken since the last commit
+        self.signalled = False  # an eager/end went out for the open stretch
+        self.transcript = ""
+        self.spoken_until = 0.0  # end of the last word in the transcript
+        self.decided_until = -1.0  # speech end at the last commit
+        self._pause: _Pause | None = None
+        self._pauses = 0
+        self._quiet = False  # the last audio frame held no speech
+        self._speech_end = 0.0
+        self._early_at: float | None = None  # speech end an early eager went out for
+        if self._audio is not None:
+            self._audio.clear()
+
+    def set_agent_text(self, text: str) -> None:
+        self.agent_text = text
+
+    def policy(self) -> WaitPolicy:
+        p = self._policy
+        return p if isinstance(p, WaitPolicy) else p(self.agent_text, self.turn_text())
+
+    def turn_text(self) -> str:
+        """The current turn's words: the transcript, unless its last word was
+        spoken before the previous commit (the recogniser has not caught up)."""
+        return self.transcript if self.spoken_until > self.decided_until else ""
+
+    # -- evidence ------------------------------------------------------------
+    async def on_transcript(self, frame: TranscriptFrame) -> list[SystemFrame]:
+        self.transcript = frame.text.strip()
+        self.spoken_until = frame.spoken_until
+        return await self._maybe_early()
+
+    async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
+        out: list[SystemFrame] = []
+        opening = vad.speaking and not self.turn_open
+        if vad.speaking:
+            if self.signalled:
+                out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
+                self.signalled = False
+            self.turn_open = True
+        if self._audio is not None:
+            self._audio.push(frame, vad, opening)
+        # A frame with speech in it moves the VAD's speech end to its own end.
+        self._quiet = vad.speech_end <= frame.at + 1e-9
+        self._speech_end = vad.speech_end
+        if self._early_at is not None and vad.speech_end > self._early_at + 1e-9:
+            # The caller went on before the pause was confirmed.
+            self._early_at = None
+            if not self.signalled:
+                out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
+        if vad.speaking:
+            self._pause = None  # speech again: the pending pause is void
+            return out + await self._maybe_early()
+        if not self.turn_open:
+            return out
+        now = self.clock.now()
+        pause = self._pause
+        if pause is None or pause.speech_end != vad.speech_end:
+            self._pauses += 1
+            pause = self._pause = _Pause(speech_end=vad.speech_end, number=self._pauses)
+            if self._early_at is not None:
+                # The early eager's draft is out for this pause.
+                self._early_at = None
+                pause.eager_sent = True
+                self.signalled = True
+            await self._look(pause, now)
+        elif self.scorer is not None and self.scorer.reads_text and pause.text != self.turn_text():
+            await self._look(pause, now)  # words arrived during the pause
+        policy = self.policy()
+        wait = policy.wait_ms(pause.score)
+        silent_ms = (now - vad.speech_end) * 1000
+        if silent_ms >= wait - 1e-6:
+            out.append(self._commit(pause, silent_ms, wait, policy))
+            return out
+        p = pause.score.p if pause.score is not None else None
+        if (
+            not pause.eager_sent
+            and policy.eager is not None
+            and p is not None
+            and p >= policy.eager
+        ):
+            pause.eager_sent = True
+            self.signalled = True  # speech after this yields TurnResumedFrame
+            out.append(
+                TurnEagerFrame(at=now, detector=self.spec, probability=p, compute_ms=pause.cost_ms)
+            )
+        return out
+
+    # -- internals -----------------------------------------------------------
+    def _evidence(self, number: int, now: float, text_only: bool = False) -> Evidence:
+        audio = None
+        if self._audio is not None and not text_only:
+            ring = self._audio
+            audio = lambda: ring.turn_audio(now)  # noqa: E731 - read only if asked
+        return Evidence(
+            pause=number,
+            text=self.turn_text(),
+            agent_text=self.agent_text,
+            audio=audio,
+            text_only=text_only,
+        )
+
+    def _charge(self, score: Score) -> float:
+        if self.compute == "none":
+            return 0.0
+        return score.fixed_ms if self.compute == "fixed" else score.compute_ms
+
+    async def _look(self, pause: _Pause, now: float) -> None:
+        pause.text = self.turn_text()
+        pause.at = now
+        if self.scorer is None:
+            pause.score, pause.cost_ms = None, 0.0
+            return
+        self.scores += 1
+        pause.score = await self._ask(self._evidence(pause.number, now))
+        pause.cost_ms = self._charge(pause.score)
+
+    async def _ask(self, ev: Evidence) -> Score:
+        """The scorer's verdict; a scorer that raises is a failed look (the
+        fallback wait decides), never a pause left open for good."""
+        assert self.scorer is not None
+        try:
+            return await self.scorer.score(ev)
+        except Exception as exc:
+            if not self._scorer_failed:
+                self._scorer_failed = True
+                log.warning(
+                    "%s: scorer failed (%s: %s); deciding on silence",
+                    self.spec,
+                    type(exc).__name__,
+                    exc,
+                )
+            return Score(None, error=f"{type(exc).__name__}: {exc}")
+
+    async def _maybe_early(self) -> list[SystemFrame]:
+        """An eager signal on the words alone, at the first quiet moment after
+        the caller's last word, before the VAD's stop hysteresis confirms the
+        pause and before any audio model has run."""
+        scorer = self.scorer
+        if (
+            scorer is None
+            or not scorer.reads_text
+            or not self.turn_open
+            or not self._quiet
+            or self._pause is not None
+            or self._early_at is not None
+        ):
+            return []
+        policy = self.policy()
+        text = self.turn_text()
+        if not policy.early_eager or policy.eager is None or not text:
+            return []
+        score = await self._ask(self._evidence(self._pauses + 1, self.clock.now(), True))
+        if score.p is None or score.p < policy.eager:
+            return []
+        self._early_at = self._speech_end
+        return [
+            TurnEagerFrame(
+                at=self.clock.now(),
+                detector=self.spec,
+                probability=score.p,
+                compute_ms=self._charge(score),
+            )
+        ]
+
+    def _commit(
+        self, pause: _Pause, silent_ms: float, wait: float, policy: WaitPolicy
+    ) -> TurnEndFrame:
+        score = pause.score
+        # The scorer ran when the pause began (or when its words last
+        # changed); only the part of its cost still running now delays the
+        # decision — all of it right after, none when a timer fires later.
+        pending = max(0.0, pause.cost_ms - (self.clock.now() - pause.at) * 1000)
+        p = score.p if score is not None else None
+        if score is not None and score.error is not None:
+            self.fallbacks += 1
+            reason = f"fallback: {score.error} (after {silent_ms:.0f} ms silence)"
+        elif p is None:
+            what = getattr(self.scorer, "no_evidence", "") if self.scorer is not None else ""
+            reason = (
+                f"{what} after {silent_ms:.0f} ms silence"
+                if what
+                else f"{silent_ms:.0f} ms silence"
+            )
+        else:
+            parts = ", ".join(f"{k}={v:.2f}" for k, v in score.parts.items()) if score else ""
+            verdict = (
+                ("complete" if p >= policy.threshold else "incomplete")
+                if policy.mode == "threshold"
+                else f"wait {wait:.0f} ms"
+            )
+            reason = f"p={p:.2f} {verdict}" + (f" ({parts})" if parts else "")
+            reason += f" after {silent_ms:.0f} ms silence"
+        if self._describe is not None:
+            reason += self._describe(reason)
+        if pause.cost_ms >= 0.5:
+            reason += f" (model {pause.cost_ms:.0f} ms)"
+        self.turn_open = False
+        self.signalled = True
+        # Words spoken up to here belong to the turn just ended; words that
+        # arrive later (even within this frame) are the next turn's.
+        self.decided_until = pause.speech_end
+        self._pause = None
+        if self._audio is not None:
+            self._audio.turn_start = None
+        return TurnEndFrame(
+            at=self.clock.now(),
+            detector=self.spec,
+            probability=p,
+            compute_ms=pending,
+            reason=reason,
+        )
