@@ -18,34 +18,44 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from turnkit.audio.vad import VADStep
 from turnkit.clock import Clock
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
+from turnkit.detectors.endpointing import Evidence, Score, WaitPolicy
 from turnkit.detectors.registry import register
-from turnkit.frames import AudioInFrame, SystemFrame, TranscriptFrame
-from turnkit.llm.eou import DEFAULT_SYSTEM, LLMEndOfTurn
+from turnkit.llm.eou import (
+    DEFAULT_SYSTEM,
+    MAX_HISTORY_TOKENS,
+    MAX_HISTORY_TURNS,
+    LLMEndOfTurn,
+    TemplateError,
+    calibration_for,
+    resolve_template,
+)
 from turnkit.llm.logprobs import EngineError
 
 __all__ = ["LLMEouDetector", "LLMEouParams"]
 
 log = logging.getLogger(__name__)
 
-# A transcript whose last word ended this long before the current turn's
-# first speech belongs to an earlier turn.
-_STALE_S = 0.05
+def _calibrated_threshold(model: str) -> float:
+    """The threshold stored for ``model`` (turnkit.llm.eou.CALIBRATION), else 0.5."""
+    cal = calibration_for(model)
+    return cal.threshold if cal is not None else 0.5
 
 
 class LLMEouParams(DetectorParams):
     base_url: str = Field("http://127.0.0.1:8080/v1", description="OpenAI-compatible API root")
     model: str = Field("", description="model name to send; empty: the engine's default")
     threshold: float = Field(
-        0.5,
+        _calibrated_threshold(""),
         gt=0,
         lt=1,
-        description="P(end token) at or above which the caller is done",
+        description="P(end) at or above which the caller is done "
+        "(default: calibrated for the model, see turnkit.llm.eou.CALIBRATION)",
         json_schema_extra={"sweep": [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]},
     )
     timeout_ms: float = Field(300.0, gt=0, le=60_000, description="total deadline per request")
@@ -59,12 +69,39 @@ class LLMEouParams(DetectorParams):
         800.0, ge=0, le=60_000, description="silence that ends a turn when the engine fails"
     )
     top_k: int = Field(20, ge=1, le=100, description="logprobs requested (vLLM caps at 20)")
-    punct: bool = Field(
-        True, description="count sentence-final punctuation next as end (see turnkit.llm.eou)"
+    punct: bool | None = Field(
+        None,
+        description="count sentence-final punctuation next as end "
+        "(default: as calibrated for the model; see turnkit.llm.eou)",
     )
-    template: str = Field("chatml", description="chat template: built-in name or format string")
-    eot_token: str = Field("", description="end-of-turn token text (needed for a custom template)")
-    system: str = Field(DEFAULT_SYSTEM, description="system prompt (keep it fixed: prefix cache)")
+    history_turns: int = Field(
+        MAX_HISTORY_TURNS, ge=1, le=64, description="messages of the conversation the model reads"
+    )
+    max_tokens: int = Field(
+        MAX_HISTORY_TOKENS, ge=16, le=8192, description="left-truncate the prompt to ~this many"
+    )
+    eot_token: str = Field("", description="end-of-turn token text (default: after {content})")
+    template: str = Field(
+        "chatml",
+        description="chat template: built-in name or a message format with {role}, {content}",
+    )
+    system: str = Field(DEFAULT_SYSTEM, description="system message (none by default, as LiveKit)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _threshold_for_model(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "threshold" not in data and data.get("model"):
+            data = {**data, "threshold": _calibrated_threshold(str(data["model"]))}
+        return data
+
+    @field_validator("template")
+    @classmethod
+    def _known_template(cls, v: str, info: Any) -> str:
+        try:
+            resolve_template(v, info.data.get("eot_token", ""))
+        except TemplateError as exc:
+            raise ValueError(str(exc)) from None
+        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> LLMEouParams:
@@ -82,6 +119,8 @@ def _make_scorer(p: LLMEouParams) -> LLMEndOfTurn:
         system=p.system,
         top_k=p.top_k,
         count_punct=p.punct,
+        history_turns=p.history_turns,
+        max_tokens=p.max_tokens,
         timeout_ms=p.timeout_ms,
     )
 
@@ -93,36 +132,77 @@ class _TextScorer:
         self.scorer = scorer
         self.threshold = threshold
 
-    def predict(self, text: str, agent_text: str = "") -> float:
-        return self.scorer.predict_sync(text, agent_text)
+    def predict(
+        self, text: str, agent_text: str = "", context: list[dict[str, str]] | None = None
+    ) -> float:
+        return self.scorer.predict_sync(text, agent_text, context)
+
+
+# llama-server + SmolLM2-135M on one core with the prefix cached
+# (benchmarks/bench_llm_eou.py, p50): what `--compute fixed` charges per ask.
+FIXED_COST_MS = 30.0
+
+
+class LLMEouScorer:
+    """P(end) from an engine's end-of-turn token after the caller's words
+    (:class:`~turnkit.llm.eou.LLMEndOfTurn`). Reads words only; asks once per
+    (pause, words). An engine failure is a score with ``error``: the
+    endpointing's fallback wait decides, and it is counted here."""
+
+    hears_audio = False
+    reads_text = True
+    no_evidence = "no transcript"
+
+    def __init__(self, eou: LLMEndOfTurn) -> None:
+        self.eou = eou
+        self.requests = 0
+        self.engine_errors = 0
+        self.last_cached_tokens: int | None = None
+        self._warned = False
+        self._cache: tuple[int, str, str, Score] | None = None
+
+    async def score(self, ev: Evidence) -> Score:
+        if not ev.text:
+            return Score(None)
+        c = self._cache
+        if c is not None and c[:3] == (ev.pause, ev.text, ev.agent_text):
+            return Score(c[3].p, parts=dict(c[3].parts), error=c[3].error)
+        self.requests += 1
+        t0 = time.perf_counter()
+        try:
+            res = await self.eou.score(ev.text, ev.agent_text)
+        except EngineError as exc:
+            self.engine_errors += 1
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "llm-eou: engine at %s failed (%s); deciding on silence until it answers",
+                    self.eou.base_url,
+                    exc,
+                )
+            score = Score(None, error=str(exc))
+        else:
+            self.last_cached_tokens = res.cached_tokens
+            score = Score(res.probability, parts={"p_llm": res.probability})
+        score.compute_ms = (time.perf_counter() - t0) * 1000
+        score.fixed_ms = FIXED_COST_MS
+        self._cache = (ev.pause, ev.text, ev.agent_text, score)
+        return score
 
 
 @register
 class LLMEouDetector(EndOfTurnDetector):
     """End of turn from a language model's P(end token), gated by VAD silence.
 
-    Evidence: the latest transcript of the caller's turn
-    (:meth:`on_transcript`), the agent's last message (:meth:`set_agent_text`)
-    and the VAD. The engine is asked **once per pause** — on the first silent
-    frame after the VAD's stop — and again only if the words change before
-    the pause is decided (a recogniser's final arriving late; with no words
-    yet, it is asked when they come):
-
-    * ``p >= threshold`` — the words read as a finished message: the turn
-      ends once the silence since the last speech reaches ``min_wait_ms``;
-    * otherwise — unfinished: the turn ends only at ``max_wait_ms`` silence;
-    * the engine failed (refused, timed out after ``timeout_ms``, answered
-      nonsense) — the **fallback** decides: the turn ends at ``fallback_ms``
-      silence, the :class:`~turnkit.frames.TurnEndFrame` says
-      ``reason="fallback: <why>"`` and :attr:`fallbacks` counts it
-      (:attr:`engine_errors` counts failed requests);
-    * no words at all in the turn — the turn ends at ``max_wait_ms``.
-
-    Speech before the decision voids the pause. The request is awaited; its
-    wall-clock cost (``time.perf_counter``) is the decision's ``compute_ms``
-    when the turn ends right after it (a host adds it to the decision time;
-    the replay's virtual clock stands still while it is awaited), and the
-    part still running when a later timer fires otherwise (none, by then).
+    Evidence: the latest transcript of the caller's turn, the agent's last
+    message and the VAD. The engine is asked **once per pause** — on the first
+    silent frame after the VAD's stop — and again only if the words change
+    before the pause is decided. ``p >= threshold``: the turn ends at
+    ``min_wait_ms`` of silence; otherwise at ``max_wait_ms``; no words yet:
+    ``max_wait_ms``; the engine failed (refused, past ``timeout_ms``,
+    nonsense): the **fallback** ends the turn at ``fallback_ms`` of silence,
+    the reason says ``fallback: <why>``, :attr:`fallbacks` counts it and one
+    WARNING is logged. All waiting is the endpointing's.
 
     Example::
 
@@ -148,100 +228,30 @@ class LLMEouDetector(EndOfTurnDetector):
         spec: str = "",
         scorer: LLMEndOfTurn | None = None,
     ) -> None:
+        self._eou = scorer
         super().__init__(clock, params, spec)
-        self.scorer = scorer if scorer is not None else _make_scorer(self.params)
-        self.fallbacks = 0  # turn ends decided by the silence fallback
-        self.engine_errors = 0  # requests that failed
-        self.requests = 0
-        self.last_cached_tokens: int | None = None
 
-    def reset(self) -> None:
-        super().reset()
-        self.text = ""
-        self._text_until = 0.0  # end of the last word in ``text``
-        self._turn_start: float | None = None
-        self._pause_reset()
+    def make_scorer(self) -> LLMEouScorer:
+        return LLMEouScorer(self._eou if self._eou is not None else _make_scorer(self.params))
 
-    def _pause_reset(self) -> None:
-        self._asked_text = ""  # the words the current verdict is about
-        self._p: float | None = None  # the model's verdict on this pause
-        self._error: str | None = None  # why the engine gave none
-        self._infer_at = 0.0
-        self._infer_ms = 0.0
-
-    async def on_transcript(self, frame: TranscriptFrame) -> list[SystemFrame]:
-        self.text = frame.text
-        self._text_until = frame.spoken_until
-        return []
-
-    def _turn_text(self) -> str:
-        if self._turn_start is not None and self._text_until < self._turn_start - _STALE_S:
-            return ""  # words of an earlier turn; this one has none yet
-        return self.text.strip()
-
-    async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
-        opening = vad.speaking and not self.turn_open
-        out = await super().on_audio(frame, vad)
-        if vad.speaking:
-            if opening:
-                self._turn_start = vad.speech_start
-            self._pause_reset()  # speech again: any pending pause is void
-            return out
-        if not self.turn_open:
-            return out
-        now = self.clock.now()
-        text = self._turn_text()
-        if text and text != self._asked_text:
-            # First silent frame with words, or words that arrived after the
-            # pause was judged (a recogniser's late final): ask (again).
-            await self._ask(now, text)
-        self._decide(now, vad, out)
-        return out
+    def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
+        prm = self.params
+        return WaitPolicy(
+            threshold=prm.threshold,
+            min_wait_ms=prm.min_wait_ms,
+            max_wait_ms=max(prm.max_wait_ms, prm.fallback_ms),
+            no_evidence_ms=prm.max_wait_ms,
+            fallback_ms=prm.fallback_ms,
+        )
 
     @property
-    def _asked(self) -> bool:
-        return bool(self._asked_text)
+    def requests(self) -> int:
+        return self.scorer.requests
 
-    async def _ask(self, now: float, text: str) -> None:
-        self._asked_text = text
-        self._p, self._error = None, None
-        self._infer_at = now
-        self.requests += 1
-        t0 = time.perf_counter()
-        try:
-            res = await self.scorer.score(text, self.agent_text)
-        except EngineError as exc:
-            self.engine_errors += 1
-            self._error = str(exc)
-            log.debug("llm-eou: engine failed: %s", exc)
-        else:
-            self._p = res.probability
-            self.last_cached_tokens = res.cached_tokens
-        self._infer_ms = (time.perf_counter() - t0) * 1000
+    @property
+    def engine_errors(self) -> int:
+        return self.scorer.engine_errors
 
-    def _decide(self, now: float, vad: VADStep, out: list[SystemFrame]) -> None:
-        silent_ms = (now - vad.speech_end) * 1000
-        p = self._p
-        if self._error is not None:
-            wait_ms, verdict = self.params.fallback_ms, f"fallback: {self._error}"
-        elif not self._asked:
-            wait_ms, verdict = self.params.max_wait_ms, "no transcript"
-        elif p is not None and p >= self.params.threshold:
-            wait_ms, verdict = self.params.min_wait_ms, f"p={p:.2f} complete"
-        else:
-            wait_ms, verdict = self.params.max_wait_ms, f"p={p:.2f} incomplete"
-        if silent_ms < wait_ms - 1e-6:
-            return
-        # Only the part of the request still running at this moment delays
-        # the decision (none when a timer fires long after it).
-        pending_ms = self._still_running_ms(self._infer_ms, self._infer_at) if self._asked else 0.0
-        if self._error is not None:
-            self.fallbacks += 1
-            reason = f"{verdict} (after {silent_ms:.0f} ms silence)"
-        else:
-            reason = f"{verdict} after {silent_ms:.0f} ms silence"
-            if self._asked:
-                reason += f" (engine {self._infer_ms:.0f} ms)"
-        out.append(self._end(probability=p, compute_ms=pending_ms, reason=reason))
-        self._turn_start = None
-        self._pause_reset()
+    @property
+    def last_cached_tokens(self) -> int | None:
+        return self.scorer.last_cached_tokens
