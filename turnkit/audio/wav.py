@@ -255,14 +255,23 @@ def scan_wav(path: str | Path) -> AudioStats:
 def read_wav(
     path: str | Path, sample_rate: int = 16000, stats: AudioStats | None = None
 ) -> np.ndarray:
-    """Read ``path`` as mono float32 at ``sample_rate``, whole.
+    """Read ``path`` as mono float32 at ``sample_rate``, whole (one array,
+    filled a block at a time: no second copy).
 
     Raises :class:`AudioError` (one line, naming the file) for a missing,
     empty, truncated or non-WAV file, an unsupported sample rate, or a sample
     that is not finite audio.
     """
-    blocks = list(iter_wav_blocks(path, sample_rate, stats))
-    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+    info = open_wav(path)
+    out = np.empty(resampled_length(info.frames, info.samplerate, sample_rate), np.float32)
+    pos = 0
+    for block in iter_wav_blocks(path, sample_rate, stats):
+        # The header's frame count is what libsndfile reads; guard anyway.
+        if pos + len(block) > len(out):
+            out = np.concatenate([out[:pos], np.empty(len(block), np.float32)])
+        out[pos : pos + len(block)] = block
+        pos += len(block)
+    return out[:pos]
 
 
 def iter_frames(audio: np.ndarray, frame_samples: int) -> Iterator[tuple[int, np.ndarray]]:
