@@ -651,3 +651,20 @@ def test_a_signal_ends_every_worker_within_5_s(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_a_detector_falling_back_is_said_on_the_console_and_in_the_json(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    spec = f"llm-eou:base_url=http://127.0.0.1:{port}/v1"
+    proc = turnkit("replay", str(GOOD), "-d", spec, "--json", str(tmp_path / "r.json"))
+    no_traceback(proc)
+    doc = json.loads((tmp_path / "r.json").read_text())
+    n = doc["results"][0]["fallback_decisions"]
+    assert n > 0
+    (w,) = [w for w in doc["warnings"] if w.get("detector") == spec]
+    assert w["path"] is None and f"{n} of " in w["warning"]
+    assert f"warning: {w['warning']}" in proc.stderr.replace("\n", "")
