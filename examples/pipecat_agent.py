@@ -55,11 +55,15 @@ from loguru import logger
 from pipecat.frames.frames import (
     EndFrame,
     Frame,
+    InputAudioRawFrame,
     LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
     LLMTextFrame,
     MetricsFrame,
     OutputTransportMessageUrgentFrame,
     TranscriptionFrame,
+    TTSAudioRawFrame,
+    UserStoppedSpeakingFrame,
 )
 from pipecat.metrics.metrics import ProcessingMetricsData, TTFBMetricsData
 from pipecat.observers.base_observer import BaseObserver, FramePushed
@@ -233,45 +237,110 @@ def offline_stt() -> FrameProcessor:
 
 
 class StageReporter(BaseObserver):
-    """Sends the caller (as transport messages) what each turn cost: turnkit's
-    per-turn stages (:class:`TurnMetricsObserver`) plus the STT's processing
-    time from Pipecat's metrics (``ProcessingMetricsData`` of the STT), and
-    each reply's text (``bot-text``)."""
+    """Tells the caller (transport messages) what each reply cost, measured
+    on the pipeline clock, once the reply's first audio leaves the TTS.
 
-    def __init__(self, stt_name: str, tts_name: str) -> None:
+    Per turn end (``UserStoppedSpeakingFrame``, i.e. turnkit's detector
+    decided): ``decision_at_s`` / ``speech_end_s`` on the audio clock (the
+    caller's timeline: it says which caller turn the reply answers) and
+    ``eot_delay_ms`` (their difference); ``decision_lag_ms``, how long after
+    the audio it decided on arrived the decision came out (the agent's
+    queueing and model time); ``decision_to_audio_ms``, the turn end to the
+    first TTS audio after it; split, where the reply's first LLM token came
+    after the turn end (not a kept draft), into ``decision_to_token_ms``
+    (waiting for a segmented STT's transcript, the request, the TTFT) and
+    ``token_to_audio_ms`` (sentence aggregation and synthesis). And Pipecat's own metrics:
+    ``stt_ms`` (the STT's processing time of the last segment), ``llm_ttft_ms``
+    and ``tts_ttfb_ms`` (TTFB of the LLM and TTS services). Also each reply's
+    text (``bot-text``)."""
+
+    def __init__(
+        self, stt_name: str, llm_name: str, tts_name: str, engine: TurnkitTurnEngine
+    ) -> None:
         super().__init__()
+        self.engine = engine
         self.task: PipelineTask | None = None
-        self.stt_name = stt_name
-        self.tts_name = tts_name
+        self.names = {"stt": stt_name, "llm": llm_name, "tts": tts_name}
         self.stt_ms: float | None = None
-        self.tts_ttfb_ms: float | None = None
+        self.ttfb: dict[str, float] = {}
+        self.turn: dict[str, float] | None = None
+        self._stop = 0.0
+        self._first_token: float | None = None
+        self._audio0: float | None = None  # when the caller's audio time 0 was
+        self._samples = 0
         self._seen: set[int] = set()
+        self.sent: list[dict[str, Any]] = []
 
     async def on_push_frame(self, data: FramePushed) -> None:
         frame = data.frame
-        if isinstance(frame, MetricsFrame) and id(frame) not in self._seen:
-            self._seen.add(id(frame))
+        if id(frame) in self._seen:
+            return  # observers see every hop: the first push counts
+        if len(self._seen) > 4096:
+            self._seen.clear()
+        self._seen.add(id(frame))
+        t = data.timestamp / 1e9
+        if isinstance(frame, MetricsFrame):
             for m in frame.data:
-                if isinstance(m, ProcessingMetricsData) and m.processor.startswith(self.stt_name):
-                    self.stt_ms = m.value * 1000
-                elif (
-                    isinstance(m, TTFBMetricsData)
-                    and m.processor.startswith(self.tts_name)
-                    and self.tts_ttfb_ms is None
-                    and m.value > 0
+                value = getattr(m, "value", None)
+                if not isinstance(value, float | int) or value <= 0:
+                    continue
+                if not m.processor.startswith(tuple(self.names.values())):
+                    continue
+                if isinstance(m, ProcessingMetricsData) and m.processor.startswith(
+                    self.names["stt"]
                 ):
-                    self.tts_ttfb_ms = m.value * 1000
+                    self.stt_ms = value * 1000
+                elif isinstance(m, TTFBMetricsData):
+                    for k in ("llm", "tts"):
+                        if m.processor.startswith(self.names[k]):
+                            self.ttfb.setdefault(k, value * 1000)
+        elif isinstance(frame, InputAudioRawFrame):
+            # Each frame is pushed no earlier than its last sample arrived,
+            # so the earliest ``push time - audio so far`` is when audio time
+            # 0 was (a burst after a slow start does not move it later).
+            self._samples += len(frame.audio) // 2
+            t0 = t - self._samples / frame.sample_rate
+            if self._audio0 is None or t0 < self._audio0:
+                self._audio0 = t0
+        elif isinstance(frame, UserStoppedSpeakingFrame):
+            self._turn_end(t)
+        elif isinstance(frame, LLMFullResponseStartFrame):
+            self._first_token = None
+            self.ttfb.clear()
+        elif isinstance(frame, LLMTextFrame) and self._first_token is None:
+            self._first_token = t
+        elif isinstance(frame, TTSAudioRawFrame) and self.turn is not None:
+            self._reply_audio(t)
 
-    def turn(self, m: Any) -> None:
-        d = m.as_dict()
-        # The TTS's own first-audio time (Pipecat's TTFB metric of this reply's
-        # first sentence) where turnkit's frame-order measure has none.
-        if d.get("tts_ttfb_ms") is None:
-            d["tts_ttfb_ms"] = self.tts_ttfb_ms
-        d["stt_ms"] = self.stt_ms
-        print("turn metrics:", d, flush=True)
-        self.send({"type": "turnkit-metrics", **d})
-        self.tts_ttfb_ms = None
+    def _turn_end(self, t: float) -> None:
+        eng = self.engine
+        self._stop = t
+        self.turn = {}
+        if eng.decisions:
+            at = eng.decisions[-1].at
+            end = eng.speech_ends[-1]
+            self.turn = {
+                "decision_at_s": round(at, 4),
+                "speech_end_s": round(end, 4),
+                "eot_delay_ms": round((at - end) * 1000, 1),
+            }
+            if self._audio0 is not None:
+                self.turn["decision_lag_ms"] = round(max(0.0, t - self._audio0 - at) * 1000, 1)
+
+    def _reply_audio(self, t: float) -> None:
+        assert self.turn is not None
+        d: dict[str, Any] = {"type": "turnkit-metrics", **self.turn}
+        d["decision_to_audio_ms"] = round((t - self._stop) * 1000, 1)
+        tok = self._first_token
+        if tok is not None and self._stop <= tok <= t:
+            d["decision_to_token_ms"] = round((tok - self._stop) * 1000, 1)
+            d["token_to_audio_ms"] = round((t - tok) * 1000, 1)
+        d["stt_ms"] = None if self.stt_ms is None else round(self.stt_ms, 1)
+        d["llm_ttft_ms"] = self.ttfb.get("llm")
+        d["tts_ttfb_ms"] = self.ttfb.get("tts")
+        self.turn = None
+        self.sent.append(d)
+        self.send(d)
 
     def send(self, message: dict[str, Any]) -> None:
         if self.task is not None:
@@ -327,7 +396,7 @@ async def run_agent(transport: Any, *, handle_sigint: bool = False) -> None:
     engine = TurnkitTurnEngine(os.environ.get("TURNKIT_DETECTOR", "fused"), echo=EchoFilter())
     parts = build(engine, vad_frames=True)  # Whisper is a segmented STT: it needs VAD edges
     stt, tts, stt_name = services()
-    reporter = StageReporter(stt_name, type(tts).__name__)
+    reporter = StageReporter(stt_name, type(parts["llm"]).__name__, type(tts).__name__, engine)
     processors: list[FrameProcessor] = [
         transport.input(),
         stt,
@@ -350,7 +419,12 @@ async def run_agent(transport: Any, *, handle_sigint: bool = False) -> None:
         params=PipelineParams(
             audio_in_sample_rate=16000, audio_out_sample_rate=OUT_RATE, enable_metrics=True
         ),
-        observers=[reporter, TurnMetricsObserver(on_turn=reporter.turn, engine=engine)],
+        observers=[
+            reporter,
+            TurnMetricsObserver(
+                on_turn=lambda m: print("turn metrics:", m.as_dict()), engine=engine
+            ),
+        ],
         idle_timeout_secs=None,
     )
     reporter.task = task

@@ -41,7 +41,15 @@ def _check_url(url: str, allow_remote: bool) -> None:
 def agent_stage_latencies(messages: list[dict[str, Any]]) -> dict[str, list[float]]:
     """The agent's own per-turn stage figures (its ``turnkit-metrics``
     messages), by stage."""
-    out_: dict[str, list[float]] = {k: [] for k in (*STAGES, "eot_delay_ms", "response_ms")}
+    keys = (
+        *STAGES,
+        "eot_delay_ms",
+        "decision_lag_ms",
+        "decision_to_audio_ms",
+        "decision_to_token_ms",
+        "token_to_audio_ms",
+    )
+    out_: dict[str, list[float]] = {k: [] for k in keys}
     for m in messages:
         if m.get("type") != "turnkit-metrics":
             continue
@@ -144,9 +152,13 @@ def dial(
     llm, tts, stt = llm_ttft_ms, tts_ttfb_ms, stt_delay_ms
     if latency_from_agent:
         med = {k: _median(v) for k, v in stages.items()}
-        llm = f"{med['llm_ttft_ms']:.0f}" if med["llm_ttft_ms"] is not None else llm
-        tts = f"{med['tts_ttfb_ms']:.0f}" if med["tts_ttfb_ms"] is not None else tts
-        stt = med["stt_ms"] if med["stt_ms"] is not None else stt
+        d2a = med["decision_to_audio_ms"]
+        if d2a is not None:  # see _fed_config
+            llm, tts, stt = f"{d2a + (med['decision_lag_ms'] or 0.0):.0f}", "0", 0.0
+        else:
+            llm = f"{med['llm_ttft_ms']:.0f}" if med["llm_ttft_ms"] is not None else llm
+            tts = f"{med['tts_ttfb_ms']:.0f}" if med["tts_ttfb_ms"] is not None else tts
+            stt = med["stt_ms"] if med["stt_ms"] is not None else stt
     report = _predict_and_compare(
         results, detector, llm, tts, stt, timeout_s, per_turn_stages=latency_from_agent
     )
@@ -258,14 +270,10 @@ def _predict_and_compare(
         for lt, pt in zip(live.turns, pred.turns, strict=False):
             st = r.get("stages", {}).get(lt.turn, {})
             fed = None
-            if per_turn_stages and "llm_ttft_ms" in st and "tts_ttfb_ms" in st:
-                cfg = base.model_copy(
-                    update={
-                        "llm_ttft_ms": f"{st['llm_ttft_ms']:.1f}",
-                        "tts_ttfb_ms": f"{st['tts_ttfb_ms']:.1f}",
-                        "stt_delay_ms": st.get("stt_ms", stt),
-                    }
-                )
+            cfg = None
+            if per_turn_stages:
+                cfg = _fed_config(base, st)
+            if cfg is not None:
                 if cfg not in cache:
                     cache[cfg] = asyncio.run(replay_call(r["rec"], detector, cfg))
                 pt = cache[cfg].turns[lt.turn]
@@ -288,6 +296,10 @@ def _predict_and_compare(
                     "missed_reason": r.get("missed", {}).get(lt.turn),
                     "predicted_missed": pt.missed,
                     "predicted_interrupted": pt.interrupted,
+                    "live_agent_eot_ms": st.get("eot_delay_ms"),
+                    "predicted_eot_ms": None
+                    if pt.eot_delay_ms is None
+                    else round(pt.eot_delay_ms, 1),
                     "agent_stages_ms": st,
                     "fed_to_replay": fed,
                 }
@@ -315,6 +327,41 @@ def _predict_and_compare(
         "_live_scores": live_scores,
         "_pred_scores": pred_scores,
     }
+
+
+def _fed_config(base: Any, st: dict[str, float]) -> Any:
+    """The replay config for one turn from the agent's measured stages.
+
+    The replay's model is ``decision + compute + LLM TTFT + TTS TTFB``, its
+    decision on the audio clock. The agent reports, for its reply to the
+    turn: ``decision_lag_ms`` (its decision came out this long after the
+    audio it decided on arrived: queueing and model time, which the replay
+    calls compute) and ``decision_to_audio_ms`` (turn end to the reply's
+    first TTS audio: waiting for a segmented STT's transcript, the LLM
+    request and TTFT, sentence aggregation, the TTS). Fed: LLM TTFT = lag +
+    decision-to-audio, TTS TTFB = 0, no separate compute or STT delay (both
+    are in there). What is left between live and predicted is then the
+    detector's decision time (agent vs replay, on the same audio) and the
+    transport. Without those figures, the plain ``llm_ttft_ms`` /
+    ``tts_ttfb_ms`` and ``stt_ms`` are fed."""
+    if "decision_to_audio_ms" in st:
+        return base.model_copy(
+            update={
+                "llm_ttft_ms": f"{st.get('decision_lag_ms', 0.0) + st['decision_to_audio_ms']:.1f}",
+                "tts_ttfb_ms": "0",
+                "stt_delay_ms": 0.0,
+                "count_compute": "decision_lag_ms" not in st,
+            }
+        )
+    if "llm_ttft_ms" in st and "tts_ttfb_ms" in st:
+        return base.model_copy(
+            update={
+                "llm_ttft_ms": f"{st['llm_ttft_ms']:.1f}",
+                "tts_ttfb_ms": f"{st['tts_ttfb_ms']:.1f}",
+                "stt_delay_ms": st.get("stt_ms", base.stt_delay_ms),
+            }
+        )
+    return None
 
 
 def _jsonable(report: dict[str, Any]) -> dict[str, Any]:

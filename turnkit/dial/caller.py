@@ -63,6 +63,7 @@ class LiveCall:
     messages: list[dict[str, Any]] = field(default_factory=list)
     interruptions: list[float] = field(default_factory=list)
     failure: str | None = None
+    cut_short: bool = False  # the call ended before the caller was done
     wall_s: float = 0.0
     chunks: int = 0
 
@@ -181,6 +182,7 @@ async def dial_call(
             await conn.send_audio(chunk.tobytes())
             k += 1
     finally:
+        call.cut_short = call.failure is not None
         receiver.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await receiver

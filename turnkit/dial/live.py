@@ -156,26 +156,47 @@ def write_live_recording(call: LiveCall, folder: Path) -> Recording:
     return load_recording(folder)
 
 
-STAGE_KEYS = ("stt_ms", "llm_ttft_ms", "tts_ttfb_ms", "eot_delay_ms", "response_ms")
+STAGE_KEYS = (
+    "stt_ms",
+    "llm_ttft_ms",
+    "tts_ttfb_ms",
+    "eot_delay_ms",
+    "response_ms",
+    "decision_to_token_ms",
+    "token_to_audio_ms",
+    "decision_at_s",
+    "speech_end_s",
+    "decision_lag_ms",
+    "decision_to_audio_ms",
+)
 MATCH_S = 1.0
 
 
 def turn_stages(call: LiveCall, replies: list[Reply]) -> dict[int, dict[str, float]]:
-    """The agent's own stage figures per caller turn: each ``turnkit-metrics``
-    message (sent when the agent started speaking) goes to the reply whose
-    first audio is nearest, within ``MATCH_S``, and so to that reply's turn."""
+    """The agent's own stage figures per caller turn, from its
+    ``turnkit-metrics`` messages (sent when it started speaking). A message
+    that carries ``decision_at_s`` (the agent's turn-end decision on its
+    audio clock, which is the caller's timeline: every frame arrives) goes to
+    the caller turn begun last by then, the replay's rule; one without it, to
+    the turn of the reply whose first audio is nearest (within ``MATCH_S``).
+    The first message for a turn wins."""
+    planner = LabelPlanner(call.rec, 2.0)
     out: dict[int, dict[str, float]] = {}
     for m in call.messages:
         if m.get("type") != "turnkit-metrics":
             continue
-        near = [r for r in replies if r.first_audio_at is not None and r.turn is not None]
-        best = min(near, key=lambda r: abs(r.first_audio_at - m["at"]), default=None)  # type: ignore[operator]
-        if best is None or abs(best.first_audio_at - m["at"]) > MATCH_S:  # type: ignore[operator]
+        turn: int | None = None
+        if isinstance(m.get("decision_at_s"), int | float):
+            turn = planner.turn_for(float(m["decision_at_s"]))
+        else:
+            near = [r for r in replies if r.first_audio_at is not None and r.turn is not None]
+            best = min(near, key=lambda r: abs(r.first_audio_at - m["at"]), default=None)  # type: ignore[operator]
+            if best is not None and abs(best.first_audio_at - m["at"]) <= MATCH_S:  # type: ignore[operator]
+                turn = best.turn
+        if turn is None:
             continue
-        assert best.turn is not None
         out.setdefault(
-            best.turn,
-            {k: float(m[k]) for k in STAGE_KEYS if isinstance(m.get(k), int | float)},
+            turn, {k: float(m[k]) for k in STAGE_KEYS if isinstance(m.get(k), int | float)}
         )
     return out
 
@@ -197,7 +218,7 @@ def explain_missed(
         inside = [s for s, _ in runs if turns[i].start <= s < end]
         later = [s for s, _ in runs if end <= s]
         stops = [t for t in call.interruptions if end <= t and (nxt is None or t <= nxt + 0.5)]
-        if call.failure and dur < end + timeout_s:
+        if call.cut_short and dur < end + timeout_s:
             out[i] = f"call ended early: {call.failure}"
         elif inside and not later:
             out[i] = f"the agent spoke inside the turn (at {inside[0]:.2f} s), before its end"

