@@ -12,6 +12,7 @@ endless fake for 10,000 cancelled drafts.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -363,3 +364,84 @@ async def test_fake_speech_the_agent_talked_through_is_not_a_turn(fake: FakeEngi
     await asyncio.wait_for(out.final.wait(), 10)
     assert out.text == "Hello!" and fake.requests == 1
     await r.client.aclose()
+
+
+# --------------------------------------------------------------------------
+# History policy (an in-process fake engine that answers "Okay." and records
+# what each request sent)
+
+
+def fake_reply_transport(sent: list[list[dict]]) -> object:  # type: ignore[type-arg]
+    import json as _json
+
+    import httpx
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(_json.loads(request.content)["messages"])
+        chunk = {"choices": [{"index": 0, "delta": {"content": "Okay."}, "finish_reason": "stop"}]}
+        body = f"data: {_json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+        return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, content=body)
+
+    return httpx.MockTransport(handler)
+
+
+async def _talk(r: Responder, out: Out, turns: int) -> None:
+    for i in range(turns):
+        out.final.clear()
+        await r.on_end(f"caller turn {i}")
+        await asyncio.wait_for(out.final.wait(), 30)
+    await r.idle()
+
+
+async def test_fake_history_keeps_the_prefix_and_the_last_turns_cut_in_quarters() -> None:
+    sent: list[list[dict]] = []  # type: ignore[type-arg]
+    out = Out()
+    client = ChatClient("http://fake.invalid/v1", transport=fake_reply_transport(sent))  # type: ignore[arg-type]
+    r = Responder(client, RealClock(), emit=out, params=ResponderParams(history_turns=8))
+    r.history.append({"role": "assistant", "content": "Clinic, front desk."})  # greeting: prefix
+    await _talk(r, out, 30)
+    await client.aclose()
+    assert r.history[:2] == [
+        {"role": "system", "content": r.history[0]["content"]},
+        {"role": "assistant", "content": "Clinic, front desk."},
+    ]
+    users = [m["content"] for m in r.history if m["role"] == "user"]
+    assert users[-1] == "caller turn 29" and 6 <= len(users) <= 8
+    assert users == [f"caller turn {i}" for i in range(30 - len(users), 30)]  # the newest, in order
+    assert all(len(msgs) <= 2 + 2 * 8 for msgs in sent)  # never resent more than 8 turns
+    # Cut to 6 turns at the 9th, then every 3rd turn: the prompt's start
+    # changes only at a cut (the engine's prefix cache serves it in between).
+    assert r.stats.history_trims == 1 + (30 - 9) // 3
+    firsts = [next(m["content"] for m in msgs if m["role"] == "user") for msgs in sent]
+    assert sum(a != b for a, b in itertools.pairwise(firsts)) == r.stats.history_trims
+
+
+async def test_fake_history_token_budget_keeps_the_newest_turn() -> None:
+    sent: list[list[dict]] = []  # type: ignore[type-arg]
+    out = Out()
+    client = ChatClient("http://fake.invalid/v1", transport=fake_reply_transport(sent))  # type: ignore[arg-type]
+    params = ResponderParams(history_turns=None, history_tokens=200)
+    r = Responder(client, RealClock(), emit=out, params=params)
+    for i in range(12):
+        out.final.clear()
+        await r.on_end(f"turn {i} " + "words " * 60)  # ~95 tokens each
+        await asyncio.wait_for(out.final.wait(), 30)
+    await r.idle()
+    await client.aclose()
+    users = [m["content"] for m in r.history if m["role"] == "user"]
+    assert users[-1].startswith("turn 11 ") and 1 <= len(users) <= 2
+    assert r.history[0]["role"] == "system"
+    assert max(len(msgs) for msgs in sent) <= 1 + 2 * 2
+
+
+async def test_fake_stats_lists_are_bounded() -> None:
+    from turnkit.drafting.responder import STATS_KEEP
+
+    sent: list[list[dict]] = []  # type: ignore[type-arg]
+    out = Out()
+    client = ChatClient("http://fake.invalid/v1", transport=fake_reply_transport(sent))  # type: ignore[arg-type]
+    r = Responder(client, RealClock(), emit=out)
+    r.stats.ttft_ms.extend(float(i) for i in range(STATS_KEEP + 500))
+    await _talk(r, out, 3)
+    await client.aclose()
+    assert len(r.stats.ttft_ms) == STATS_KEEP and r.stats.turns == 3

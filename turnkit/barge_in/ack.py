@@ -30,6 +30,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -37,6 +38,8 @@ from turnkit.audio.vad import VADStep
 from turnkit.barge_in.echo import EchoTranscriptCheck
 from turnkit.barge_in.lexicon import is_answer, is_backchannel, tokens
 from turnkit.clock import Clock
+
+_WORDISH = re.compile(r"[\w'’-]", re.UNICODE)  # a character lexicon.tokens keeps in a word
 
 __all__ = ["AckFilter", "AckParams", "Decision"]
 
@@ -85,8 +88,16 @@ class AckFilter:
         self._onset: float | None = None  # current segment's speech onset
         self._seg_end: float | None = None  # the segment's speech ended then
         self._speaking = False
-        self._base_words: list[str] = []  # transcript words before the segment
-        self._words: list[str] = []
+        # The transcript's words are kept as one list extended in place while
+        # the transcript only grows (see _tokens); the words before the
+        # current segment are base_src[:base_n], the segment's
+        # seg_src[seg_start:]: no per-word copies of a long turn.
+        self._tok_text = ""
+        self._tok_words: list[str] = []
+        self._base_src: list[str] = []
+        self._base_n = 0
+        self._seg_src: list[str] = []
+        self._seg_start = 0
         self._stopped_at: float | None = None
         self._provisional = False
 
@@ -150,7 +161,9 @@ class AckFilter:
             decided = self._judge_words()
             if decided is not None:
                 return decided
-            return self._stop("speech longer than a backchannel", provisional=not self._words)
+            return self._stop(
+                "speech longer than a backchannel", provisional=not self._has_words()
+            )
         if (
             not self._speaking
             and self._seg_end is not None
@@ -162,15 +175,17 @@ class AckFilter:
 
     def on_transcript(self, text: str) -> Decision:
         """The recogniser's transcript of the caller's current turn so far."""
-        words = tokens(text)
+        words = self._tokens(text)
         if self._onset is None:
-            self._base_words = words
+            self._base_src, self._base_n = words, len(words)
             return Decision.KEEP
         # Only what came since the segment began belongs to it.
-        base = self._base_words
-        self._words = words[len(base) :] if words[: len(base)] == base else words
+        n = self._base_n
+        # (the same growing list: the base is its prefix, nothing to compare)
+        start = n if self._base_src is words or words[:n] == self._base_src[:n] else 0
+        self._seg_src, self._seg_start = words, start
         if self._stopped_at is not None:
-            if self._provisional and self._words:
+            if self._provisional and self._has_words():
                 self._provisional = False  # words came: the stop stands
                 self.reason += " (words followed)"
             return Decision.KEEP
@@ -180,15 +195,45 @@ class AckFilter:
         return decided if decided is not None else Decision.LISTEN
 
     # -- internals ------------------------------------------------------------
+    def _tokens(self, text: str) -> list[str]:
+        """``tokens(text)``, only the new part tokenised when ``text``
+        extends the previous transcript at a word boundary (a growing
+        transcript would otherwise be re-tokenised whole on every word)."""
+        prev = self._tok_text
+        if (
+            prev
+            and text.startswith(prev)
+            and (len(text) == len(prev) or not _WORDISH.match(text[len(prev)]))
+        ):
+            self._tok_words.extend(tokens(text[len(prev) :]))
+        else:
+            self._tok_words = tokens(text)  # a new list: older views keep theirs
+        self._tok_text = text
+        return self._tok_words
+
+    def _has_words(self) -> bool:
+        return len(self._seg_src) > self._seg_start
+
+    def _absorb(self) -> None:
+        """The segment's words join the base; the segment is empty again."""
+        if self._has_words():
+            if self._seg_src is self._base_src and self._seg_start == self._base_n:
+                self._base_n = len(self._seg_src)
+            else:
+                merged = self._base_src[: self._base_n] + self._seg_src[self._seg_start :]
+                self._base_src, self._base_n = merged, len(merged)
+        self._seg_src, self._seg_start = [], 0
+
     def _judge_words(self) -> Decision | None:
-        if not self._words:
+        if not self._has_words():
             return None
-        text = " ".join(self._words)
+        seg = self._seg_src[self._seg_start :]
+        text = " ".join(seg)
         if self.echo_check.is_echo(text, self.clock.now()):
             return Decision.KEEP
         if not is_backchannel(text, self.language):
             return self._stop(f"words: {text!r}")
-        if len(self._words) > self.params.max_backchannel_words:
+        if len(seg) > self.params.max_backchannel_words:
             return self._stop(f"many words: {text!r}")
         if self._question_asked() and is_answer(text, self.language):
             return self._stop(f"answer to the agent's question: {text!r}")
@@ -204,14 +249,12 @@ class AckFilter:
         self._onset = onset
         self._speaking = True
         self._seg_end = None
-        self._base_words = self._base_words + self._words if self._words else self._base_words
-        self._words = []
+        self._absorb()
 
     def _close(self) -> None:
         self._onset = None
         self._seg_end = None
-        self._base_words = self._base_words + self._words
-        self._words = []
+        self._absorb()
 
     def _stop(self, reason: str, provisional: bool = False) -> Decision:
         self.reason = reason

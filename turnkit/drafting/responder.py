@@ -56,6 +56,7 @@ import asyncio
 import inspect
 import json
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +89,7 @@ __all__ = ["Responder", "ResponderParams", "ResponderProcessor", "ResponderStats
 log = logging.getLogger(__name__)
 
 Emit = Callable[[LLMTextFrame], Awaitable[None] | None]
+STATS_KEEP = 1000  # per-request samples kept in ResponderStats
 
 
 class ResponderParams(BaseModel):
@@ -98,6 +100,12 @@ class ResponderParams(BaseModel):
     max_tool_rounds: int = Field(4, ge=0, description="engine round trips for tool results")
     retries: int = Field(1, ge=0, description="fresh requests after an engine error")
     apology: str = "Sorry, I'm having trouble right now. Could you say that again?"
+    history_turns: int | None = Field(
+        64, ge=1, description="keep at most this many turns after the stable prefix (None: all)"
+    )
+    history_tokens: int | None = Field(
+        None, ge=16, description="and at most about this many tokens of them (chars / 4)"
+    )
 
 
 @dataclass(slots=True)
@@ -111,7 +119,9 @@ class ResponderStats:
     apologies: int = 0
     interrupted: int = 0
     ignored_ends: int = 0  # turn ends while the agent kept talking
-    ttft_ms: list[float] = field(default_factory=list)
+    history_trims: int = 0  # times old turns were dropped from the history
+    # The latest STATS_KEEP first-token times (a long call must not grow it forever).
+    ttft_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_KEEP))
 
 
 class _Request:
@@ -156,7 +166,9 @@ class Responder:
         self.gate = gate
         self.fillers = fillers
         self.params = params or ResponderParams()
+        # The conversation, kept by the history policy (see _trim_history).
         self.history: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+        self._prefix_len: int | None = None  # the stable prefix, fixed at the first turn
         self.stats = ResponderStats()
         self._turn_id = 0
         self._reply_ids = 0
@@ -214,6 +226,7 @@ class Responder:
         self._turn_id += 1
         self.stats.turns += 1
         self.history.append({"role": "user", "content": text})
+        self._trim_history()
         req: _Request | None = None
         if self.drafter is not None:
             action, draft = self.drafter.on_end(text)
@@ -314,6 +327,54 @@ class Responder:
         if req is not None and not req.done:
             self._finish_history(req, interrupted=True)
             self._cancel(req)
+
+    def _trim_history(self) -> None:
+        """Apply the history policy (``history_turns`` / ``history_tokens``).
+
+        The stable prefix — the system prompt and whatever the host put
+        before the first caller turn — always stays; a turn (a ``user``
+        message and everything up to the next one: tool rounds, the reply)
+        is kept or dropped whole, oldest first, and the newest turn always
+        stays. Over a limit, the history is cut to three quarters of it, so
+        the prompt's start stays the same for the next quarter of turns
+        between cuts (an engine's prefix cache keeps serving it) instead of
+        shifting by one turn every turn."""
+        p = self.params
+        if p.history_turns is None and p.history_tokens is None:
+            return
+        if self._prefix_len is None:
+            self._prefix_len = next(
+                (i for i, m in enumerate(self.history) if m.get("role") == "user"),
+                len(self.history),
+            )
+        starts = [
+            i
+            for i in range(self._prefix_len, len(self.history))
+            if self.history[i].get("role") == "user"
+        ]
+        if not starts:
+            return
+        size = [_approx_tokens(m) for m in self.history[starts[0] :]]
+
+        def tokens_from(k: int) -> int:
+            return sum(size[starts[k] - starts[0] :])
+
+        over_turns = p.history_turns is not None and len(starts) > p.history_turns
+        over_tokens = p.history_tokens is not None and tokens_from(0) > p.history_tokens
+        if not (over_turns or over_tokens):
+            return
+        keep_from = 0
+        if p.history_turns is not None:
+            keep = max(1, (p.history_turns * 3) // 4) if over_turns else p.history_turns
+            keep_from = max(0, len(starts) - keep)
+        if p.history_tokens is not None:
+            budget = (p.history_tokens * 3) // 4 if over_tokens else p.history_tokens
+            while keep_from < len(starts) - 1 and tokens_from(keep_from) > budget:
+                keep_from += 1
+        if keep_from == 0:
+            return
+        del self.history[self._prefix_len : starts[keep_from]]
+        self.stats.history_trims += 1
 
     def _messages(self, req: _Request) -> list[dict[str, Any]]:
         if req.released.is_set():
@@ -429,6 +490,13 @@ class Responder:
         if text or not interrupted:
             self.history.append({"role": "assistant", "content": text})
 
+
+def _approx_tokens(message: dict[str, Any]) -> int:
+    """About 4 characters a token, over the content and any tool calls."""
+    n = len(str(message.get("content") or ""))
+    if message.get("tool_calls"):
+        n += len(json.dumps(message["tool_calls"]))
+    return n // 4 + 4
 
 
 class ResponderProcessor(FrameProcessor):

@@ -93,7 +93,10 @@ class OracleTranscriber(FrameProcessor):
         self.delay_s = delay_s
         self._words = sorted(words, key=lambda w: w.end + delay_s)
         self._next = 0
-        self._text: dict[int, list[Word]] = {}
+        # Per segment: its words and its text so far, each extended by one
+        # word per frame (not rebuilt from every word: a 16,000-word turn
+        # made the rebuild quadratic in Python).
+        self._text: dict[int, tuple[list[Word], str]] = {}
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await self.push_frame(frame, direction)
@@ -106,12 +109,14 @@ class OracleTranscriber(FrameProcessor):
         ):
             w = self._words[self._next]
             self._next += 1
-            seg = self._text.setdefault(w.segment, [])
+            seg, text = self._text.get(w.segment, ([], ""))
             seg.append(Word(text=w.text, start=w.start, end=w.end))
+            text = f"{text} {w.text}" if text else w.text
+            self._text[w.segment] = (seg, text)
             await self.push_frame(
                 TranscriptFrame(
                     at=w.end + self.delay_s,
-                    text=" ".join(x.text for x in seg),
+                    text=text,
                     is_final=w.last_in_span,
                     spoken_until=w.end,
                     words=list(seg),
