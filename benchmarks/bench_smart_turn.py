@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one core, as in replay workers
@@ -25,7 +26,7 @@ from common import ROOT, best_of  # noqa: E402
 from turnkit.audio.mel import WINDOW_SAMPLES, smart_turn_features  # noqa: E402
 from turnkit.audio.vad import SileroVAD  # noqa: E402
 from turnkit.audio.wav import iter_frames, read_wav  # noqa: E402
-from turnkit.detectors.smart_turn import SmartTurnModel  # noqa: E402
+from turnkit.detectors.smart_turn import FIXED_COST_MS, SmartTurnModel  # noqa: E402
 
 
 def corpus_audio() -> np.ndarray:
@@ -83,6 +84,18 @@ def main() -> None:
     print(f"silero vad frame:     {t_vad * 1e3:8.3f} ms   ({len(frames)} x 32 ms frames)")
     print(f"ratio smart-turn inference / silero frame: {t_st / t_vad:.0f}")
     print(f"one inference = {t_st / 0.032:.1f} frames of real time on one core")
+    # CPU time per inference: what `turnkit replay --compute fixed` charges
+    # (turnkit.detectors.smart_turn.FIXED_COST_MS); a busy machine inflates
+    # it far less than wall time.
+    cpu = []
+    for w in wins:
+        c0 = time.process_time()
+        model.predict(w)
+        cpu.append(time.process_time() - c0)
+    print(
+        f"smart-turn CPU time per inference p50: {float(np.median(cpu)) * 1e3:.1f} ms "
+        f"(recorded with the model: {FIXED_COST_MS:.0f} ms)"
+    )
 
 
 if __name__ == "__main__":

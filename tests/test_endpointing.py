@@ -15,6 +15,7 @@ from turnkit.detectors.base import EndOfTurnDetector
 from turnkit.detectors.endpointing import Endpointing, Evidence, Score, Scorer, WaitPolicy
 from turnkit.detectors.fused import CEILING_MS, PROFILES, in_digit_run
 from turnkit.detectors.registry import available
+from turnkit.detectors.smart_turn import FIXED_COST_MS
 from turnkit.frames import TurnEndFrame, TurnResumedFrame
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
@@ -237,4 +238,4 @@ async def test_compute_fixed_replays_identically() -> None:
     a = (await replay_call(rec, "smart-turn", cfg)).to_dict()
     b = (await replay_call(rec, "smart-turn", cfg)).to_dict()
     assert a["turns"] == b["turns"] and a["replies"] == b["replies"]
-    assert a["replies"] and all(r["compute_ms"] in (0.0, 45.0) for r in a["replies"])
+    assert a["replies"] and all(r["compute_ms"] in (0.0, FIXED_COST_MS) for r in a["replies"])
