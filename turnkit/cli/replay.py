@@ -251,14 +251,14 @@ def replay(
                     warn(w["warning"])
                 shown = len(warnings)
                 progress.advance(task)
-    except KeyboardInterrupt:
-        batch.close()
-        say_error("interrupted (Ctrl-C): workers stopped, nothing written", "stopped")
-        raise typer.Exit(130) from None
     except ReplayInterrupted as exc:
         batch.close()
         say_error(f"{exc}: workers stopped, nothing written", "stopped")
         raise typer.Exit(128 + exc.signum) from None
+    except KeyboardInterrupt:
+        batch.close()
+        say_error("interrupted (Ctrl-C): workers stopped, nothing written", "stopped")
+        raise typer.Exit(130) from None
     finally:
         batch.close()
     elapsed = time.perf_counter() - t0

@@ -261,13 +261,19 @@ class CallFailure:
     error: str
 
 
-class ReplayInterrupted(Exception):
-    """The batch was stopped by SIGTERM (or SIGINT: ``KeyboardInterrupt``);
-    every worker process has been ended when this is raised."""
+class ReplayInterrupted(SystemExit):
+    """The batch was stopped by SIGTERM (SIGINT raises ``KeyboardInterrupt``);
+    every worker process has been ended when this is raised. A
+    ``SystemExit`` (code 128 + the signal), so that no ``except Exception``
+    on the way takes it for a failed call, asyncio lets it out of the event
+    loop from whichever task it lands in, and uncaught it still exits."""
 
     def __init__(self, signum: int) -> None:
-        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        super().__init__(128 + signum)
         self.signum = signum
+
+    def __str__(self) -> str:
+        return f"stopped by {signal.Signals(self.signum).name}"
 
 
 def _one_line(exc: BaseException) -> str:
