@@ -668,3 +668,48 @@ def test_a_detector_falling_back_is_said_on_the_console_and_in_the_json(tmp_path
     (w,) = [w for w in doc["warnings"] if w.get("detector") == spec]
     assert w["path"] is None and f"{n} of " in w["warning"]
     assert f"warning: {w['warning']}" in proc.stderr.replace("\n", "")
+
+
+def _has_open(pid: int, name: str) -> bool:
+    try:
+        return any(os.readlink(fd).endswith(name) for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
+def test_sigterm_stops_a_one_process_replay_mid_call(tmp_path: Path) -> None:
+    """--workers 1 replays in the main process: SIGTERM must not be taken for
+    one failed call (the batch going on), but stop it."""
+    calls = tmp_path / "calls"
+    for i in range(20):
+        f = copy_call(calls, f"c{i}")
+        m = manifest(f)
+        m["id"] = f"c{i}"
+        put(f, m)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "turnkit.cli", "replay", str(calls), "--workers", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    try:
+        deadline = time.monotonic() + 240
+        # Streaming keeps caller.wav open while a call is replayed.
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _has_open(proc.pid, "caller.wav"):
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t0 < 5
+        assert proc.returncode == 143, err
+        assert "Traceback" not in err and "stopped by SIGTERM" in err, err
+        assert "error:" not in err, err  # no call was failed for it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
