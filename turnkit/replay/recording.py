@@ -228,6 +228,11 @@ class Recording:
         self._caller_rate = caller_rate
         self._audio: dict[int, np.ndarray] = {}
 
+    @property
+    def caller_rate(self) -> int | None:
+        """caller.wav's own sample rate (8000 for a telephone recording)."""
+        return self._caller_rate
+
     def warn(self, msg: str) -> None:
         if msg not in self.warnings:
             self.warnings.append(msg)
@@ -406,6 +411,9 @@ def _field_path(loc: tuple[Any, ...], data: Any, event_index: list[int]) -> str:
 def _first_error(exc: ValidationError, data: Any, event_index: list[int]) -> str:
     err = exc.errors()[0]
     msg = err["msg"].removeprefix("Value error, ")
+    got = err.get("input")
+    if isinstance(got, bool | str | int | float) and err["type"] not in ("value_error", "missing"):
+        msg += f" (got {got!r:.40})"
     return f"{_field_path(tuple(err['loc']), data, event_index)}: {msg}"
 
 
@@ -448,7 +456,8 @@ def _check_tree(data: Any) -> None:
     while stack:
         node, where, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise _Reject(f"{where or '(root)'}: nested more than {MAX_DEPTH} deep")
+            short = where if len(where) <= 60 else where[:60] + "…"
+            raise _Reject(f"{short}: nested more than {MAX_DEPTH} deep")
         if isinstance(node, str):
             if any("\ud800" <= ch <= "\udfff" for ch in node):
                 bad = next(ch for ch in node if "\ud800" <= ch <= "\udfff")
