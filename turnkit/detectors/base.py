@@ -85,6 +85,13 @@ class EndOfTurnDetector:
         benchmark figure: reproducible) or none."""
         self.endpointing.compute = mode
 
+    def set_source_rate(self, sample_rate: int) -> None:
+        """The caller audio's rate before it was resampled to 16 kHz: 8 kHz
+        is a telephone line, whose narrow band some evidence reads worse."""
+        hook = getattr(self.scorer, "set_source_rate", None)
+        if hook is not None:
+            hook(sample_rate)
+
     @property
     def agent_text(self) -> str:
         return self.endpointing.agent_text

@@ -67,7 +67,9 @@ from turnkit.detectors.smart_turn import FIXED_COST_MS as SMART_TURN_COST_MS
 
 __all__ = [
     "CEILING_MS",
+    "NARROWBAND_AUDIO_FACTOR",
     "PROFILES",
+    "W_AUDIO",
     "FusedDetector",
     "FusedScorer",
     "Profile",
@@ -80,6 +82,19 @@ log = logging.getLogger(__name__)
 
 # llm=on: one engine ask with the prefix cached (see turnkit.detectors.llm_eou).
 LLM_COST_MS = 30.0
+# Evidence weights in the logit mean are in proportion to how well each kind
+# separates holds from turn ends at the moment the endpointing looks (the
+# first quiet frame after the VAD's stop), on the natural calls of the
+# development corpus (recordings/*natural*: 51 pauses; never the eval sets):
+# d' = √2·Φ⁻¹(AUC), Smart Turn AUC 0.715 (d' 0.81) against semantic-text v1
+# 0.858 (d' 1.51) → audio weighs 0.55 of text. (On the synthetic stress calls
+# Smart Turn is at chance, AUC 0.50, as CORPUS_NOTES predicts for pasted
+# pauses; they are not used for the weights.) On a telephone line (8 kHz,
+# 300–3400 Hz, μ-law; benchmarks/bench_narrowband.py) Smart Turn's AUC over
+# the corpus falls from 0.725 to 0.696 and it calls holds "complete" more
+# often (median p at holds 0.08 → 0.24): its weight is scaled by d' 0.72/0.85.
+W_AUDIO = 0.55
+NARROWBAND_AUDIO_FACTOR = 0.85
 
 
 # Patience profiles, calibrated to conversational timing rather than to any
@@ -184,7 +199,7 @@ class FusedParams(DetectorParams):
     )
     text: Literal["on", "off"] = "on"
     llm: Literal["on", "off"] = "off"
-    w_audio: float = Field(1.0, ge=0)
+    w_audio: float = Field(W_AUDIO, ge=0, description="weight of Smart Turn vs text (1.0)")
     w_text: float = Field(1.0, ge=0)
     w_llm: float = Field(1.0, ge=0)
     eager: float = Field(
@@ -226,9 +241,14 @@ class FusedScorer:
         self.w_audio, self.w_text, self.w_llm = weights
         self.hears_audio = audio is not None
         self.reads_text = text is not None or llm is not None
+        self.audio_factor = 1.0  # NARROWBAND_AUDIO_FACTOR on a telephone line
         self._audio_cache: tuple[int, float] | None = None  # (pause, p_audio)
         self._text_cache: tuple[str, str, float] | None = None
         self._llm_cache: tuple[int, str, str, float | None] | None = None
+
+    def set_source_rate(self, sample_rate: int) -> None:
+        """Narrowband (≤ 8 kHz) caller audio: the audio evidence counts for less."""
+        self.audio_factor = NARROWBAND_AUDIO_FACTOR if sample_rate <= 8000 else 1.0
 
     async def score(self, ev: Evidence) -> Score:
         parts: dict[str, float] = {}
@@ -275,7 +295,11 @@ class FusedScorer:
     def fuse(self, parts: dict[str, float]) -> float | None:
         used = [
             (w, parts[k])
-            for w, k in ((self.w_audio, "p_audio"), (self.w_text, "p_text"), (self.w_llm, "p_llm"))
+            for w, k in (
+                (self.w_audio * self.audio_factor, "p_audio"),
+                (self.w_text, "p_text"),
+                (self.w_llm, "p_llm"),
+            )
             if k in parts and w > 0
         ]
         if not used:

@@ -173,6 +173,8 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
     detector = create_detector(detector_spec, clock)
     compute = config.compute if config.count_compute else "none"
     detector.set_compute(compute)
+    if rec.caller_rate is not None:
+        detector.set_source_rate(rec.caller_rate)
     vad = VADAnalyzer(
         params=VADParams(
             threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms

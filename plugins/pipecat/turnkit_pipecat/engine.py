@@ -144,6 +144,7 @@ class TurnkitTurnEngine:
         self._buf = np.zeros(0, dtype=np.float32)
         self._samples = 0  # caller samples consumed (16 kHz): the audio clock
         self._to_16k = To16k()
+        self._source_rate = 0  # the caller audio's own rate, told to the detector
         self._last: tuple[Frame, EngineStep] | None = None
         self._listeners: list[Callable[[SystemFrame | AudioInFrame], None]] = []
         self.decisions: list[TurnEndFrame] = []
@@ -211,6 +212,9 @@ class TurnkitTurnEngine:
             return self._last[1]
         step = EngineStep()
         if isinstance(frame, InputAudioRawFrame):
+            if frame.sample_rate != self._source_rate:
+                self._source_rate = frame.sample_rate
+                self.detector.set_source_rate(frame.sample_rate)
             await self._audio(frame, step)
             if self.keep_audio_steps:
                 self._audio_steps[id(frame)] = step.audio
