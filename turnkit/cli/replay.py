@@ -264,9 +264,11 @@ def replay(
     elapsed = time.perf_counter() - t0
 
     # Two calls with one id would merge in paired statistics and the report:
-    # the first (by path) keeps it, each other one fails.
+    # the first in search order (as validate reads them) keeps it, each
+    # other one fails.
+    order = {str(c): i for i, c in enumerate(calls)}
     owner: dict[str, str] = {}
-    for path in sorted(by_path):
+    for path in sorted(by_path, key=lambda p: (order.get(p, len(order)), p)):
         call_id = by_path[path][0].call if by_path[path] else None
         if call_id is None:
             continue
