@@ -269,8 +269,13 @@ async def fetch(
         raise FetchError(
             "timeout", f"{url}: no complete answer within {deadline_s:g} s ({spent:.1f} s)"
         ) from None
-    except httpx.HTTPError as exc:
+    except FetchError:
+        raise
+    except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:
         raise FetchError("connect", f"{url}: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # e.g. an OverflowError for port 99999 inside anyio's group
+        why = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and exc.exceptions else exc
+        raise FetchError("connect", f"{url}: {type(why).__name__}: {why}") from None
     finally:
         if own:
             await http.aclose()
