@@ -531,13 +531,11 @@ def test_unwritable_outputs_are_refused_before_the_run(tmp_path: Path) -> None:
         ("--html", tmp_path / "a-dir", "is a directory"),
         ("--json", tmp_path / "a-file" / "r.json", "is not a folder"),
     ):
-        t0 = time.monotonic()
         proc = turnkit("replay", str(GOOD), option, str(target))
         no_traceback(proc)
         assert proc.returncode == 2, proc.stderr
         assert f"error: {option} {target}: " in proc.stderr and why in proc.stderr, proc.stderr
         assert "turnkit replay —" not in proc.stdout  # refused before any call ran
-        assert time.monotonic() - t0 < 120
 
 
 def test_write_atomic_leaves_nothing_behind_on_failure(tmp_path: Path) -> None:
