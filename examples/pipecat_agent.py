@@ -472,8 +472,9 @@ async def run_agent(transport: Any, *, handle_sigint: bool = False) -> None:
 
 
 def app(host: str) -> Any:
-    """The agent as a FastAPI app: ``/ws`` is Pipecat's websocket transport
-    (protobuf frames), a fresh pipeline per connection."""
+    """The agent as a FastAPI app, a fresh pipeline per call: ``/ws`` is
+    Pipecat's websocket transport (protobuf frames), ``/api/offer`` its
+    SmallWebRTC transport (a WebRTC peer, signalled by an SDP offer)."""
     from pipecat.serializers.protobuf import ProtobufFrameSerializer
     from pipecat.transports.websocket.fastapi import (
         FastAPIWebsocketParams,
@@ -497,6 +498,31 @@ def app(host: str) -> Any:
         )
         await run_agent(transport)
 
+    from pipecat.transports.base_transport import TransportParams
+    from pipecat.transports.smallwebrtc.request_handler import (
+        SmallWebRTCRequest,
+        SmallWebRTCRequestHandler,
+    )
+    from pipecat.transports.smallwebrtc.transport import SmallWebRTCTransport
+
+    webrtc = SmallWebRTCRequestHandler()
+    calls: set[asyncio.Task[None]] = set()
+
+    @api.post("/api/offer")
+    async def offer(request: dict[str, Any]) -> dict[str, str] | None:
+        """Pipecat's SmallWebRTC signalling (as its dev runner serves it)."""
+
+        async def start(connection: Any) -> None:
+            transport = SmallWebRTCTransport(
+                webrtc_connection=connection,
+                params=TransportParams(audio_in_enabled=True, audio_out_enabled=True),
+            )
+            task = asyncio.create_task(run_agent(transport))
+            calls.add(task)
+            task.add_done_callback(calls.discard)
+
+        return await webrtc.handle_web_request(SmallWebRTCRequest.from_dict(request), start)
+
     @api.get("/health")
     async def health() -> dict[str, str]:
         return {"status": "ok"}
@@ -508,7 +534,7 @@ def serve(host: str, port: int) -> None:
     import uvicorn
 
     warm_up(os.environ.get("TURNKIT_LLM_BASE_URL", "http://127.0.0.1:8000/v1"))
-    print(f"agent: ws://{host}:{port}/ws", flush=True)
+    print(f"agent: ws://{host}:{port}/ws  http://{host}:{port}/api/offer", flush=True)
     uvicorn.run(app(host), host=host, port=port, log_level="warning")
 
 

@@ -384,3 +384,40 @@ def test_dial_the_offline_live_agent(live_agent: str, tmp_path: Path) -> None:
     assert compared, report["per_turn"]
     for t in compared:
         assert abs(t["diff_ms"]) <= TOLERANCE_MS, t
+
+
+def test_dial_the_offline_live_agent_over_webrtc(live_agent: str, tmp_path: Path) -> None:
+    """The same agent through Pipecat's SmallWebRTC transport (a real aiortc
+    peer, signalled at /api/offer): a valid live recording, every turn
+    answered or explained."""
+    pytest.importorskip("aiortc")
+    offer = live_agent.replace("ws://", "http://").replace("/ws", "/api/offer")
+    res = _run_dial(
+        offer,
+        str(ROOT / "recordings" / "easy-order-status-01"),
+        "--transport",
+        "webrtc",
+        "--out",
+        str(tmp_path / "live"),
+        "--json",
+        str(tmp_path / "r.json"),
+        "-d",
+        "fused",
+    )
+    print(res.stdout, res.stderr, sep="\n")
+    assert res.returncode == 0, res.stderr
+    live = load_recording(tmp_path / "live" / "easy-order-status-01", check_audio=True)
+    assert live.agent_turns
+    report = json.loads((tmp_path / "r.json").read_text())
+    for t in report["per_turn"]:
+        assert t["live_ms"] is not None or t["missed_reason"], t
+
+
+def test_webrtc_nothing_answering(tmp_path: Path) -> None:
+    pytest.importorskip("aiortc")
+    call = _short_call(tmp_path)
+    url = f"http://127.0.0.1:{closed_port()}/api/offer"
+    res = _run_dial(url, str(call), "--transport", "webrtc", "--out", str(tmp_path / "o"))
+    assert res.returncode == 1
+    err = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "nothing answers" in err[0], res.stderr

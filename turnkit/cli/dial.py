@@ -271,18 +271,19 @@ def _predict_and_compare(
             st = r.get("stages", {}).get(lt.turn, {})
             fed = None
             cfg = None
+            pred_of = pred
             if per_turn_stages:
                 cfg = _fed_config(base, st)
             if cfg is not None:
                 if cfg not in cache:
                     cache[cfg] = asyncio.run(replay_call(r["rec"], detector, cfg))
                 pt = cache[cfg].turns[lt.turn]
+                pred_of = cache[cfg]
                 fed = {k: round(v, 1) for k, v in st.items()}
-            diff = (
-                None
-                if lt.response_ms is None or pt.response_ms is None
-                else round(lt.response_ms - pt.response_ms, 1)
-            )
+            # Compared on the first audio after the turn's end even past the
+            # missed-turn timeout (a slow agent is still compared).
+            live_raw, pred_raw = _first_audio_ms(live, lt.turn), _first_audio_ms(pred_of, lt.turn)
+            diff = None if live_raw is None or pred_raw is None else round(live_raw - pred_raw, 1)
             turns.append(
                 {
                     "call": live.call,
@@ -290,6 +291,8 @@ def _predict_and_compare(
                     "end": round(lt.end, 3),
                     "live_ms": None if lt.response_ms is None else round(lt.response_ms, 1),
                     "predicted_ms": None if pt.response_ms is None else round(pt.response_ms, 1),
+                    "live_first_audio_ms": live_raw,
+                    "predicted_first_audio_ms": pred_raw,
                     "diff_ms": diff,
                     "live_missed": lt.missed,
                     "live_interrupted": lt.interrupted,
@@ -327,6 +330,19 @@ def _predict_and_compare(
         "_live_scores": live_scores,
         "_pred_scores": pred_scores,
     }
+
+
+def _first_audio_ms(score: Any, turn: int) -> float | None:
+    """Turn end to the first audio of a reply that answers it (decided at or
+    after the end), however late: the response latency without the
+    missed-turn timeout."""
+    end = score.turns[turn].end
+    firsts = [
+        r["first_audio_at"]
+        for r in score.replies
+        if r["turn"] == turn and r["first_audio_at"] is not None and r["decision_at"] >= end - 1e-6
+    ]
+    return round((min(firsts) - end) * 1000, 1) if firsts else None
 
 
 def _fed_config(base: Any, st: dict[str, float]) -> Any:
@@ -414,7 +430,7 @@ def _print(report: dict[str, Any]) -> None:
     d = report["diff_ms"]
     out.print(
         f"live − predicted: median {_fmt(d['p50'], ' ms')}, p95 {_fmt(d['p95'], ' ms')} "
-        f"over {d['n']} answered turns; prediction with {report['prediction_config']}; "
+        f"over {d['n']} compared turns; prediction with {report['prediction_config']}; "
         f"{report['failed']} call(s) failed; {report['elapsed_s']} s"
     )
     st = report["agent_stages_ms"]

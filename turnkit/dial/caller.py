@@ -40,6 +40,7 @@ from turnkit.replay.recording import Recording
 __all__ = ["DialConfig", "LiveCall", "dial_call"]
 
 FRAME_S = 0.02
+AUDIBLE_RMS = 10 ** (-45 / 20)  # the same -45 dBFS as the agent-turn measure
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,6 @@ class _Playout:
     def __init__(self) -> None:
         self.buf = np.zeros(SEND_RATE * 30, np.float32)
         self.end = 0  # sample where the last placed audio ends
-        self.heard_any = False
 
     def place(self, pcm: np.ndarray, at_s: float) -> None:
         start = max(round(at_s * SEND_RATE), self.end)
@@ -85,7 +85,6 @@ class _Playout:
             self.buf = grown
         self.buf[start:stop] = pcm
         self.end = stop
-        self.heard_any = True
 
     def flush(self, at_s: float) -> None:
         cut = round(at_s * SEND_RATE)
@@ -98,9 +97,7 @@ def _pcm16(audio: np.ndarray) -> np.ndarray:
     return (np.clip(audio, -1.0, 1.0) * 32767.0).round().astype("<i2")
 
 
-async def dial_call(
-    rec: Recording, transport: Transport, url: str, config: DialConfig
-) -> LiveCall:
+async def dial_call(rec: Recording, transport: Transport, url: str, config: DialConfig) -> LiveCall:
     """Dial ``url`` and play ``rec`` into it; never raises for the agent's
     faults: they come back as ``LiveCall.failure`` (one line)."""
     caller = _pcm16(rec.caller_audio(SEND_RATE))
@@ -119,19 +116,24 @@ async def dial_call(
     t0 = loop.time()
     closed_at: list[float] = []
     error: list[str] = []
-    heard_last = [-1.0]  # caller-time of the latest audio placed
+    heard_last = [-1.0]  # caller-time where the latest audible chunk ends
 
     async def receive() -> None:
         try:
             async for ev in conn.events():
                 now = loop.time() - t0
                 if isinstance(ev, AgentAudio):
-                    pcm = ev.pcm if ev.sample_rate == SEND_RATE else resample(
-                        ev.pcm, ev.sample_rate, SEND_RATE
+                    pcm = (
+                        ev.pcm
+                        if ev.sample_rate == SEND_RATE
+                        else resample(ev.pcm, ev.sample_rate, SEND_RATE)
                     )
                     play.place(pcm.astype(np.float32), now)
-                    heard_last[0] = play.end / SEND_RATE
                     call.chunks += 1
+                    # Transports that stream silence between replies (WebRTC)
+                    # must not keep the call open: only sound counts.
+                    if len(pcm) and float(np.sqrt(np.mean(np.square(pcm)))) > AUDIBLE_RMS:
+                        heard_last[0] = play.end / SEND_RATE
                 elif isinstance(ev, AgentInterrupted):
                     play.flush(now)
                     call.interruptions.append(round(now, 4))
@@ -173,7 +175,7 @@ async def dial_call(
             else:
                 # Past caller.wav: the line stays open (silence) until the
                 # agent has answered the last turn or the timeout passes.
-                playing = play.end / SEND_RATE > now
+                playing = heard_last[0] > now
                 answered = heard_last[0] > last_end
                 quiet = answered and not playing and now - heard_last[0] >= config.tail_s
                 if quiet or (not playing and now >= last_end + config.answer_timeout_s):
@@ -197,6 +199,6 @@ async def dial_call(
     n = min(sent, play.end)
     call.agent[:n] = play.buf[:n]
     call.wall_s = time.perf_counter() - wall0
-    if call.failure is None and not play.heard_any:
+    if call.failure is None and heard_last[0] < 0:
         call.failure = f"the agent never spoke ({sent / SEND_RATE:.2f} s of call)"
     return call
