@@ -129,6 +129,34 @@ def build_split(n_dialogues: int = 160, seed: int = 0, turns_per_dialogue: int =
     return out
 
 
+def recording_samples(root: Path) -> list[Sample]:
+    """A check set from the demo corpus (``recordings/*/call.json``), not
+    used to choose anything: each caller turn at its end (``end``) and at
+    each of its pauses (``hold``: the words spoken before it), with the
+    call's earlier turns as context."""
+    out: list[Sample] = []
+    for path in sorted(root.glob("*/call.json")):
+        doc = json.loads(path.read_text())
+        context: list[dict[str, str]] = []
+        for ev in doc.get("events", []):
+            text = (ev.get("text") or "").strip()
+            if not text or ev.get("type") not in ("caller_turn", "agent_turn"):
+                continue
+            if ev["type"] == "agent_turn":
+                context.append({"role": "assistant", "content": text})
+                continue
+            words = ev.get("words") or []
+            for hold in ev.get("holds") or []:
+                before = [w["text"] for w in words if w["end"] <= hold["start"] + 1e-6]
+                if before:
+                    out.append(
+                        Sample(path.parent.name, "hold", asr_text(" ".join(before)), list(context))
+                    )
+            out.append(Sample(path.parent.name, "end", asr_text(text), list(context)))
+            context.append({"role": "user", "content": text})
+    return out
+
+
 def auc(pos: list[float], neg: list[float]) -> float:
     """P(a random end sample scores above a random not-end one); ties half."""
     if not pos or not neg:
@@ -213,13 +241,23 @@ def main() -> None:
     ap.add_argument(
         "--top-k", type=int, default=20, help="logprobs requested (the detector's default)"
     )
-    ap.add_argument("--system", default="", help="system message (default none)")
+    ap.add_argument(
+        "--system",
+        default=None,
+        help="system message (default: the one stored for the model; none if not stored)",
+    )
     ap.add_argument("--history-turns", type=int, default=MAX_HISTORY_TURNS)
     ap.add_argument("--max-tokens", type=int, default=MAX_HISTORY_TOKENS)
     ap.add_argument(
         "--old-format",
         action="store_true",
         help="also score the previous prompt (system + agent's last message + caller, as typed)",
+    )
+    ap.add_argument(
+        "--check-recordings",
+        action="store_true",
+        help="also report accuracy at the chosen threshold on recordings/*/call.json "
+        "(pauses vs ends; a check, not used to choose)",
     )
     ap.add_argument("--json", type=Path, help="write the summary here")
     args = ap.parse_args()
@@ -247,14 +285,31 @@ def main() -> None:
         if args.old_format:
             configs["old"] = _OldFormat(base_url, **common)
         summaries = []
+        checks = []
+        rec = recording_samples(ROOT / "recordings") if args.check_recordings else []
         for label, eou in configs.items():
             eou.score_sync("hello", agent_text="hi")  # load; learn the end token's id
             t0 = time.perf_counter()
             rows = score_all(eou, samples)
             s = report(rows, label)
+            s["system"] = eou.system
             s["wall_s"] = round(time.perf_counter() - t0, 1)
             summaries.append(s)
             print(json.dumps(s, indent=2), flush=True)
+            if rec:
+                rows = score_all(eou, rec)
+                check = {"label": label, "n": len(rows)}
+                for key in ("p_eot", "p_end_punct"):
+                    t = s[key]["threshold"]
+                    ends = [r[key] for r in rows if r["kind"] == "end"]
+                    nots = [r[key] for r in rows if r["kind"] != "end"]
+                    check[key] = {
+                        "threshold": t,
+                        "auc": round(auc(ends, nots), 4),
+                        "per_class": {k: round(v, 4) for k, v in per_class(rows, key, t).items()},
+                    }
+                checks.append(check)
+                print("recordings check:", json.dumps(check), flush=True)
             eou.close()
 
     best = summaries[0]
@@ -263,7 +318,8 @@ def main() -> None:
     key = model_key(args.model)
     print(
         f"\nCALIBRATION[{key!r}] = Calibration(threshold={cal['threshold']}, "
-        f"count_punct={cal['count_punct']}, source='scripts/calibrate_llm_eou.py "
+        f"count_punct={cal['count_punct']}, system={best['system']!r}, "
+        f"source='scripts/calibrate_llm_eou.py "
         f"--dialogues {args.dialogues} --seed {args.seed} --top-k {args.top_k}: "
         f"{best['n']} chitchat samples, balanced accuracy {cal['balanced_accuracy']:.3f}, "
         f"AUC {cal['auc']:.3f}')"
@@ -273,6 +329,7 @@ def main() -> None:
             "split": {"dialogues": args.dialogues, "seed": args.seed, "counts": counts},
             "settings": {k: v for k, v in vars(args).items() if k != "json"},
             "summaries": summaries,
+            "recordings_check": checks,
             "example": asdict(samples[0]) if samples else None,
         }
         args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")

@@ -100,7 +100,9 @@ def test_eot_score_bad_llm_eou_template_is_an_option_error(tmp_path: Path) -> No
     no_traceback(r)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: --detector llm-eou:template={oops:")
+    assert len(lines) == 1 and lines[0].startswith(
+        "error: detector spec 'llm-eou:template={oops': template: unknown chat template"
+    )
     assert r.stdout == ""
 
 

@@ -26,6 +26,7 @@ from turnkit.llm import EngineError, LLMEndOfTurn
 from turnkit.llm.eou import (
     CALIBRATION,
     CHAT_TEMPLATES,
+    SMOLLM2_SYSTEM,
     ChatTemplate,
     TemplateError,
     calibration_for,
@@ -170,6 +171,7 @@ def test_llm_eou_is_registered_with_defaults():
     eou = getattr(det.scorer, "eou", det.scorer)  # the LLMEndOfTurn behind the detector
     assert eou.count_punct is cal.count_punct
     assert (eou.history_turns, eou.max_tokens) == (6, 128)
+    assert eou.system == cal.system == SMOLLM2_SYSTEM
 
 
 def test_threshold_follows_the_model_unless_given():
@@ -256,14 +258,20 @@ def test_messages_are_the_last_six_merged_by_speaker():
 def test_chatml_prompt_stops_right_after_the_user_text():
     eou = LLMEndOfTurn()
     prompt = eou.render("  Hello,   there ", "How can I help?")
-    # SmolLM2's own ChatML rendering of the two messages, the last one's
-    # <|im_end|> cut off (LiveKit's rfind); no system message by default.
+    # What SmolLM2's own chat template (apply_chat_template, as LiveKit
+    # renders) writes for the two messages — its default system message
+    # first — with the last message's <|im_end|> cut off (LiveKit's rfind).
     assert prompt == (
+        f"<|im_start|>system\n{SMOLLM2_SYSTEM}<|im_end|>\n"
         "<|im_start|>assistant\nhow can i help<|im_end|>\n<|im_start|>user\nhello there"
     )
+    # A model without a calibration gets no system message.
+    assert LLMEndOfTurn(model="other").render("hi") == "<|im_start|>user\nhi"
     with_system = LLMEndOfTurn(system="Be brief.").render("hi")
     assert with_system == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi"
-    assert LLMEndOfTurn(normalize=False).render("Hi, there.") == "<|im_start|>user\nHi, there."
+    assert LLMEndOfTurn(system="", normalize=False).render("Hi, there.") == (
+        "<|im_start|>user\nHi, there."
+    )
 
 
 def _long_context(n: int = 11) -> list[dict[str, str]]:
@@ -524,6 +532,57 @@ async def test_repeated_prefix_reports_cached_tokens(engine):
     assert second.prompt_tokens is not None
     assert 0 < second.cached_tokens < second.prompt_tokens
     assert first.prompt_tokens == second.prompt_tokens
+    await eou.aclose()
+
+
+def test_prompt_fits_the_token_budget_by_the_real_tokenizer(engine):
+    # The estimate (no tokenizer here) against SmolLM2's own tokenizer
+    # (llama-server's /tokenize on the exact prompt string).
+    import httpx
+
+    eou = LLMEndOfTurn(engine, system="", timeout_ms=10_000)  # the budget leaves out system
+    context = _long_context()
+    for words in ("tuesday", "i think tuesday at nine would work if doctor patel is in"):
+        prompt = eou.render(words, context=context)
+        assert prompt.endswith("<|im_start|>user\n" + words)
+        body = {"content": prompt, "add_special": False, "parse_special": True}
+        toks = httpx.post(engine.removesuffix("/v1") + "/tokenize", json=body).json()["tokens"]
+        assert toks[0] == 1  # <|im_start|>: the cut kept whole messages' headers
+        assert 2 not in toks[-len(words.split()) :]  # no <|im_end|> after the caller's words
+        assert 80 <= len(toks) <= 128, len(toks)  # ~128: the budget, and most of it used
+    eou.close()
+
+
+async def test_history_is_cached_for_every_decision_of_a_turn(engine):
+    eou = LLMEndOfTurn(engine, timeout_ms=10_000)
+    context = _long_context()
+    assert await eou.prewarm(context=context)
+    history = eou.render("", context=context)
+    first = await eou.score("tuesday", context=context)
+    second = await eou.score("tuesday at nine would", context=context)
+    for r in (first, second):
+        assert r.cached_tokens is not None and r.prompt_tokens is not None
+        # All but the caller's words (a few tokens) came from the prefix cache.
+        assert r.cached_tokens >= r.prompt_tokens - 6, (r.cached_tokens, r.prompt_tokens)
+    assert second.prompt_tokens > first.prompt_tokens
+    assert len(history) < len(eou.render("tuesday", context=context))
+    await eou.aclose()
+
+
+async def test_context_changes_the_verdict(engine):
+    # "for two" closes an answer to "for how many?"; after a greeting it does not.
+    eou = LLMEndOfTurn(engine, timeout_ms=10_000)
+    asked = [
+        {"role": "assistant", "content": "Luigi's, how can I help?"},
+        {"role": "user", "content": "I'd like to book a table for tonight."},
+        {"role": "assistant", "content": "Sure. For how many people?"},
+    ]
+    greeted = asked[:1]
+    # Measured (SmolLM2-135M Q4_1): 0.009 after the question, 0.0 (not in the
+    # top 20) after the greeting and for the cut "for two people at".
+    p_answer = await eou.predict("for two", context=asked)
+    assert p_answer > await eou.predict("for two", context=greeted)
+    assert p_answer > await eou.predict("for two people at", context=asked)
     await eou.aclose()
 
 

@@ -21,13 +21,13 @@ import time
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from turnkit.clock import Clock
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
 from turnkit.detectors.endpointing import Evidence, Score, WaitPolicy
 from turnkit.detectors.registry import register
 from turnkit.llm.eou import (
-    DEFAULT_SYSTEM,
     MAX_HISTORY_TOKENS,
     MAX_HISTORY_TURNS,
     LLMEndOfTurn,
@@ -56,7 +56,7 @@ class LLMEouParams(DetectorParams):
         lt=1,
         description="P(end) at or above which the caller is done "
         "(default: calibrated for the model, see turnkit.llm.eou.CALIBRATION)",
-        json_schema_extra={"sweep": [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]},
+        json_schema_extra={"sweep": [0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7]},
     )
     timeout_ms: float = Field(300.0, gt=0, le=60_000, description="total deadline per request")
     min_wait_ms: float = Field(
@@ -85,7 +85,10 @@ class LLMEouParams(DetectorParams):
         "chatml",
         description="chat template: built-in name or a message format with {role}, {content}",
     )
-    system: str = Field(DEFAULT_SYSTEM, description="system message (none by default, as LiveKit)")
+    system: str | None = Field(
+        None,
+        description="system message (default: the model's calibrated one; see turnkit.llm.eou)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -100,7 +103,7 @@ class LLMEouParams(DetectorParams):
         try:
             resolve_template(v, info.data.get("eot_token", ""))
         except TemplateError as exc:
-            raise ValueError(str(exc)) from None
+            raise PydanticCustomError("template", str(exc)) from None
         return v
 
     @model_validator(mode="after")
