@@ -109,6 +109,7 @@ def write_atomic(path: Path, text: str) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, _new_file_mode(path))  # mkstemp makes it 0600
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -134,3 +135,14 @@ def fmt(v: float | None, unit: str = "", pct: bool = False) -> str:
     if pct:
         return f"{v * 100:.1f}%"
     return f"{v:.0f}{unit}"
+
+
+def _new_file_mode(path: Path) -> int:
+    """The mode ``open(path, "w")`` would give: the existing file's, else
+    0666 less the umask."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask

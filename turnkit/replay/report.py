@@ -1014,8 +1014,20 @@ def write_report(
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, _new_file_mode(path))  # mkstemp makes it 0600
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _new_file_mode(path: Path) -> int:
+    """The mode ``open(path, "w")`` would give: the existing file's, else
+    0666 less the umask."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
