@@ -191,11 +191,13 @@ def print_report(res: dict[str, Any]) -> None:
         return
     print("\nreplay: resp p50, p95, interruptions, missed — wideband | narrowband")
     for rw, rn in zip(wb["replay"], nb["replay"], strict=True):
-        for sub in ("all", "stress", "natural"):
+        # "telephone": the natural calls made in telephone band (wideband
+        # copy) | every call (narrowband copy)
+        for sub in ("all", "stress", "natural", "telephone"):
             a = rw if sub == "all" else rw.get("subsets", {}).get(sub)
             b = rn if sub == "all" else rn.get("subsets", {}).get(sub)
             n = (a or {}).get("turns", "")
-            print(f"{rw['detector']:22} {sub:8} {n!s:>3}  {_fig(a)} | {_fig(b)}")
+            print(f"{rw['detector']:22} {sub:9} {n!s:>3}  {_fig(a)} | {_fig(b)}")
 
 
 def main(argv: list[str] | None = None) -> int:

