@@ -711,3 +711,37 @@ def test_sigterm_stops_a_one_process_replay_mid_call(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("cut", [None, 0.5, 1.5])
+def test_streamed_echo_reference_equals_the_whole_track(tmp_path: Path, cut: float | None) -> None:
+    """ReferenceFeeder (agent.wav in blocks, pushed just ahead of each
+    microphone frame) gives the echo filter exactly what set_reference on
+    the aligned whole track gives it: same steps, frame by frame. Also with
+    an agent track shorter (padded) or longer (cut) than the caller's."""
+    from turnkit.audio.wav import iter_frames
+    from turnkit.barge_in.echo import EchoFilter, align_reference
+    from turnkit.replay.reference import ReferenceFeeder
+
+    agent = GOOD / "agent.wav"
+    if cut is not None:
+        audio, rate = sf.read(agent, dtype="float32")
+        n = int(len(audio) * cut)
+        audio = audio[:n] if cut < 1 else np.concatenate([audio, audio[: n - len(audio)]])
+        agent = tmp_path / "agent.wav"
+        sf.write(agent, audio, rate, subtype="FLOAT")
+    mic = read_wav(GOOD / "caller.wav", 16000)
+    whole = EchoFilter(rate=16000, frame_samples=512)
+    whole.set_reference(align_reference(read_wav(agent, 16000), 16000, len(mic)))
+    streamed = EchoFilter(rate=16000, frame_samples=512)
+    feeder = ReferenceFeeder(streamed, agent, len(mic), 16000)
+    for start, frame in iter_frames(mic, 512):
+        feeder.feed_until(start + 512)
+        a = whole.process(frame, start / 16000)
+        b = streamed.process(frame, start / 16000)
+        assert (a.caller_present, a.reference_active, a.delay_ms) == (
+            b.caller_present,
+            b.reference_active,
+            b.delay_ms,
+        ), start
+        np.testing.assert_array_equal(a.audio, b.audio)

@@ -40,7 +40,7 @@ from turnkit.detectors.endpointing import ComputeMode
 from turnkit.detectors.registry import DetectorSpecError, create_detector
 from turnkit.drafting.drafter import EagerDrafter
 from turnkit.frames import AudioInFrame, EndFrame, StartFrame
-from turnkit.pipeline import CollectSink, Pipeline, collect_errors
+from turnkit.pipeline import CollectSink, FrameProcessor, Pipeline, collect_errors
 from turnkit.processors import TurnDetectorProcessor, VADProcessor
 from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.latency import LatencyModel
@@ -48,6 +48,7 @@ from turnkit.replay.llm_source import LiveTTFT, ModelTTFT, TTFTSource
 from turnkit.replay.metrics import CallScore, score_call
 from turnkit.replay.oracle import OracleTranscriber, oracle_words
 from turnkit.replay.recording import AgentTurn, Recording, RecordingError, load_recording
+from turnkit.replay.reference import ReferenceFeeder
 
 __all__ = [
     "CallFailure",
@@ -145,16 +146,30 @@ def call_seed(config: ReplayConfig, call_id: str, detector: str) -> int:
 
 
 def barge_in_filters(
-    rec: Recording, n_samples: int, clock: VirtualClock, config: ReplayConfig
-) -> tuple[BargeInPolicy, list[EchoGateProcessor], str]:
+    rec: Recording,
+    n_samples: int,
+    clock: VirtualClock,
+    config: ReplayConfig,
+    *,
+    stream: bool = False,
+) -> tuple[BargeInPolicy, list[FrameProcessor], str]:
     """The barge-in policy and the echo gate in front of the VAD, and what
     the echo filter's reference was: "agent.wav", "missing" (transcript
-    check only) or "off" (``filters=False``: the raw VAD baseline)."""
+    check only) or "off" (``filters=False``: the raw VAD baseline).
+
+    ``stream``: agent.wav is read in blocks as the replay reaches it (a
+    :class:`~turnkit.replay.reference.ReferenceFeeder` in front of the
+    gate; memory flat with the call's length) instead of whole; the gate is
+    then the last processor of the list, not the first."""
     if not config.filters:
         return VADBargeIn(clock), [], "off"
     policy = FilteredBargeIn(clock, language=rec.manifest.language)
     if rec.agent_path is None:
         return policy, [], "missing"
+    if stream:
+        echo = EchoFilter(rate=SAMPLE_RATE, frame_samples=512)
+        feeder = ReferenceFeeder(echo, rec.agent_path, n_samples, SAMPLE_RATE)
+        return policy, [feeder, EchoGateProcessor(echo)], "agent.wav"
     # The recorded agent's audio is what the loudspeaker played: the echo
     # in caller.wav is of it, whatever the replayed agent says.
     ref = align_reference(
@@ -187,7 +202,7 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
         if config.llm_url is None
         else LiveTTFT(config.llm_url, model_ttft, model=config.llm_model)
     )
-    barge_in, gate, echo_reference = barge_in_filters(rec, n_samples, clock, config)
+    barge_in, gate, echo_reference = barge_in_filters(rec, n_samples, clock, config, stream=True)
     agent = SimulatedAgent(
         clock,
         LabelPlanner(rec, config.default_reply_s),
