@@ -13,8 +13,8 @@ streamed (``read_wav``: float32 at 16 kHz, 2x the 16-bit file). Goal: peak
 RSS <= 1.5x the caller.wav size on the 2-hour call, and flat with the
 call's length (the 30-minute and 2-hour peaks close to each other).
 
-``--agent`` adds an agent.wav of the same length: the echo filter's
-reference is still read whole in replay (see the report printed at the end).
+``--agent`` adds an agent.wav of the same length (the echo filter's
+reference, also streamed: ``turnkit.replay.reference.ReferenceFeeder``).
 """
 
 from __future__ import annotations
