@@ -50,14 +50,20 @@ def setup_logging(verbose: bool) -> None:
     )
 
 
+def _one_line(msg: str) -> str:
+    # A folder or an id may hold a line break; the message stays one line.
+    return escape(msg.replace("\r", "\\r").replace("\n", "\\n"))
+
+
 def say_error(msg: str, label: str = "error") -> None:
-    """One ``error: …`` line on stderr; ``msg`` is printed as written."""
-    err.print(f"[red]{label}:[/red] {escape(msg)}", highlight=False, soft_wrap=True)
+    """One ``error: …`` line on stderr; ``msg`` is printed as written (line
+    breaks in it shown as ``\\n``)."""
+    err.print(f"[red]{label}:[/red] {_one_line(msg)}", highlight=False, soft_wrap=True)
 
 
 def warn(msg: str) -> None:
     """One ``warning: …`` line on stderr; ``msg`` is printed as written."""
-    err.print(f"[yellow]warning:[/yellow] {escape(msg)}", highlight=False, soft_wrap=True)
+    err.print(f"[yellow]warning:[/yellow] {_one_line(msg)}", highlight=False, soft_wrap=True)
 
 
 def fail(msg: str, code: int = 2) -> None:
