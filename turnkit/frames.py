@@ -16,8 +16,7 @@ All times are seconds on the pipeline's :class:`~turnkit.clock.Clock`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,7 +41,6 @@ __all__ = [
     "TranscriptFrame",
     "TurnEagerFrame",
     "TurnEndFrame",
-    "TurnEventKind",
     "TurnResumedFrame",
     "VADSpeechStartedFrame",
     "VADSpeechStoppedFrame",
@@ -168,12 +166,6 @@ class TranscriptFrame(DataFrame):
 # --- turn decisions ----------------------------------------------------------
 
 
-class TurnEventKind(StrEnum):
-    EAGER = "eager"
-    END = "end"
-    RESUMED = "resumed"
-
-
 @dataclass(slots=True, kw_only=True)
 class TurnEagerFrame(SystemFrame):
     """The caller is probably done: a draft may start, nothing is committed."""
@@ -258,4 +250,3 @@ class InterruptionFrame(SystemFrame):
     """The caller took the floor: flush queued data, stop agent output."""
 
     reason: str = ""
-    meta: dict[str, Any] = field(default_factory=dict)
