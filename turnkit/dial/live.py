@@ -103,6 +103,11 @@ def score_live(call: LiveCall, rec: Recording, *, timeout_s: float, grace_s: flo
     return score
 
 
+def _kept(message: dict[str, Any]) -> bool:
+    kind = str(message.get("type", ""))
+    return kind.startswith("turnkit") or kind == "bot-text"
+
+
 def write_live_recording(call: LiveCall, folder: Path) -> Recording:
     """Write the live call as ``turnkit.recording/v1``: ``caller.wav`` as
     sent, ``agent.wav`` as heard, the original caller-side labels (those that
@@ -148,7 +153,10 @@ def write_live_recording(call: LiveCall, folder: Path) -> Recording:
             "wall_s": round(call.wall_s, 3),
             "audio_chunks": call.chunks,
             "interruptions": call.interruptions,
-            "agent_messages": call.messages,
+            # turnkit's own messages (stage figures, reply texts); the
+            # framework's chatter (RTVI events, per-token text) only counted.
+            "agent_messages": [m for m in call.messages if _kept(m)],
+            "other_agent_messages": sum(1 for m in call.messages if not _kept(m)),
             "agent_run_threshold_dbfs": THRESHOLD_DBFS,
         },
     }
