@@ -23,6 +23,7 @@ from turnkit.clock import VirtualClock
 from turnkit.detectors import DetectorSpecError, available, create_detector
 from turnkit.detectors import smart_turn as st
 from turnkit.detectors.smart_turn import (
+    FIXED_COST_MS,
     SmartTurnDetector,
     SmartTurnModel,
     SmartTurnParams,
@@ -296,6 +297,7 @@ def test_bad_params_are_spec_errors(spec):
 
 async def test_complete_ends_after_min_wait_with_the_model_cost():
     d = Driver(0.9, min_wait_ms=200, max_wait_ms=1500)
+    d.det.set_compute("fixed")  # the model's recorded cost, not a fake's microseconds
     out = await d.feed([0.0] * 5 + [0.9] * 20 + [0.0] * 60)
     assert len(d.model.calls) == 1  # once per pause
     assert [type(s) for _, s in out] == [TurnEagerFrame, TurnEndFrame]
@@ -304,7 +306,10 @@ async def test_complete_ends_after_min_wait_with_the_model_cost():
     silence = end.at - d.vad.speech_end
     assert 0.2 - 1e-9 <= silence < 0.2 + FRAME_S
     assert end.at - eager.at < 0.2  # eager right at inference, at the VAD's stop
-    assert end.compute_ms >= 0
+    # The draft can start once the model has run; the commit, a timer after
+    # it, is delayed only by what is left of the model's run by then.
+    assert eager.compute_ms == FIXED_COST_MS
+    assert end.compute_ms == pytest.approx(max(0.0, FIXED_COST_MS - (end.at - eager.at) * 1000))
     assert "complete" in end.reason
 
 

@@ -251,9 +251,10 @@ async def test_session_smart_turn_records_its_evidence() -> None:
         # compute_ms is the part of the model's cost still running at the
         # decision (0 when it finished during the silence); the model's own
         # cost is in the reason.
-        assert m["turnkit_compute_ms"] >= 0
         model_ms = re.search(r"\(model (\d+) ms\)", m["turnkit_reason"])
         assert model_ms is not None and int(model_ms.group(1)) > 0
+        # what delays the decision is at most the model's cost
+        assert m["turnkit_compute_ms"] <= int(model_ms.group(1)) + 1
         assert m["turnkit_silence_ms"] < 600  # it decided, LiveKit did not time out
     stream = det.streams[0]
     assert stream.vad.speech_end > 4.0  # it heard the whole turn

@@ -7,7 +7,7 @@ between the call's FunctionCallInProgressFrame and its result."""
 from __future__ import annotations
 
 import asyncio
-import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +33,15 @@ from turnkit.tts.espeak import EspeakTTS
 
 from turnkit_pipecat.fillers import FillerProcessor
 
-pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng CLI missing")
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
+from real_tts import require_espeak
+
+
+@pytest.fixture(autouse=True)
+def _espeak() -> None:
+    """Skips without espeak-ng; fails under TURNKIT_REQUIRE_TTS=1 (CI)."""
+    require_espeak()
+
 
 
 async def test_filler_plays_only_during_the_slow_call(tmp_path: Path) -> None:

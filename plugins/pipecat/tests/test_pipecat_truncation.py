@@ -5,7 +5,8 @@ its exact word timings as the reference."""
 
 from __future__ import annotations
 
-import shutil
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,7 +29,15 @@ from turnkit.tts.espeak import EspeakTTS
 
 from turnkit_pipecat.truncation import HeardTruncation
 
-pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng CLI missing")
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
+from real_tts import require_espeak
+
+
+@pytest.fixture(autouse=True)
+def _espeak() -> None:
+    """Skips without espeak-ng; fails under TURNKIT_REQUIRE_TTS=1 (CI)."""
+    require_espeak()
+
 
 REPLY = "Your order shipped on Monday, and it should arrive on Friday before noon."
 SECOND = "Would you like the tracking number sent to your phone?"
