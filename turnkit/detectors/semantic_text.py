@@ -33,8 +33,8 @@ __all__ = ["SemanticTextDetector", "SemanticTextParams", "SemanticTextScorer"]
 # The defaults the training script chose on its held-out split (printed by
 # scripts/train_semantic_text.py and stored in the model file; a test checks
 # they agree).
-DEFAULT_THRESHOLD = 0.38
-DEFAULT_EAGER_THRESHOLD = 0.28
+DEFAULT_THRESHOLD = 0.43
+DEFAULT_EAGER_THRESHOLD = 0.34
 
 
 class SemanticTextParams(DetectorParams):

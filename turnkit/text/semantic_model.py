@@ -1,6 +1,8 @@
-"""The packaged semantic end-of-turn model: P(the caller's turn is finished).
+"""The packaged semantic end-of-turn models: P(the caller's turn is finished).
 
-A logistic regression over hashed features of the transcript so far and the
+:meth:`SemanticTextModel.load` returns the best packaged model, v2
+(:mod:`turnkit.text.neural_model`) unless ``"v1"`` is asked for. v1 is
+a logistic regression over hashed features of the transcript so far and the
 agent's last message (:mod:`turnkit.text.features`), trained by
 ``scripts/train_semantic_text.py`` and shipped as
 ``turnkit/models/semantic_text.npz``. Scoring is numpy only: a sum of about
@@ -20,18 +22,35 @@ import math
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from turnkit.text.features import FEATURE_VERSION, feature_indices
 
-__all__ = ["MODEL_FILE", "SemanticTextModel"]
+__all__ = ["DEFAULT_VERSION", "MODEL_FILE", "VERSIONS", "SemanticTextModel", "TextModel"]
 
-MODEL_FILE = "semantic_text.npz"
+MODEL_FILE = "semantic_text.npz"  # v1
+VERSIONS = {"v1": MODEL_FILE, "v2": "semantic_text_v2.npz"}
+DEFAULT_VERSION = "v2"
+
+
+@runtime_checkable
+class TextModel(Protocol):
+    """What the detectors use of a semantic-text model (v1 or v2)."""
+
+    threshold: float
+    eager_threshold: float
+
+    def predict(self, text: str, agent_text: str = "") -> float: ...
 
 
 class SemanticTextModel:
-    """Weights, bias and the default thresholds chosen on held-out data."""
+    """v1: weights, bias and the default thresholds chosen on held-out data.
+
+    :meth:`load` is also the entry point for every packaged version."""
+
+    version = "v1"
 
     def __init__(
         self,
@@ -71,13 +90,22 @@ class SemanticTextModel:
             )
 
     @classmethod
-    def load(cls) -> SemanticTextModel:
-        """The model packaged in ``turnkit.models`` (loaded once per process)."""
-        return _packaged()
+    def load(cls, version: str = DEFAULT_VERSION) -> TextModel:
+        """The packaged model ``version`` (loaded once per process).
+
+        ``"v2"`` (the default): :class:`~turnkit.text.neural_model.NeuralTextModel`,
+        a GRU + hashed features; ``"v1"``: this logistic regression. Both
+        have ``predict(text, agent_text)``, ``threshold`` and ``eager_threshold``."""
+        if version not in VERSIONS:
+            raise ValueError(f"semantic-text model {version!r}: one of {', '.join(VERSIONS)}")
+        return _packaged(version)
 
     def logit(self, text: str, agent_text: str = "") -> float:
         w = self._w
-        return self.bias + sum(w[i] for i in feature_indices(text, agent_text, self.bits))
+        # sorted: the same float in every process (feature order follows the
+        # per-process hash seed of a set)
+        idx = sorted(feature_indices(text, agent_text, self.bits))
+        return self.bias + sum(w[i] for i in idx)
 
     def predict(self, text: str, agent_text: str = "") -> float:
         """P(end of turn) for the transcript ``text`` after ``agent_text``."""
@@ -89,7 +117,11 @@ class SemanticTextModel:
 
 
 @cache
-def _packaged() -> SemanticTextModel:
-    ref = resources.files("turnkit.models").joinpath(MODEL_FILE)
+def _packaged(version: str) -> TextModel:
+    ref = resources.files("turnkit.models").joinpath(VERSIONS[version])
     with resources.as_file(ref) as path:
-        return SemanticTextModel.from_file(path)
+        if version == "v1":
+            return SemanticTextModel.from_file(path)
+        from turnkit.text.neural_model import NeuralTextModel
+
+        return NeuralTextModel.from_file(path)

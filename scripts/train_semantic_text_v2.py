@@ -1,0 +1,542 @@
+"""Train semantic-text v2 (turnkit/models/semantic_text_v2.npz): GRU + wide features.
+
+    # torch is for training only and never enters turnkit's venv: use a
+    # throwaway venv outside the repository
+    python3.11 -m venv /tmp/tkvenv
+    /tmp/tkvenv/bin/pip install torch==2.13.0 numpy scipy scikit-learn \
+        chitchat-dataset chatterbot-corpus pyyaml
+    /tmp/tkvenv/bin/python scripts/train_semantic_text_v2.py [--out PATH]
+
+The model is :class:`turnkit.text.neural_model.NeuralTextModel`; the runtime
+reads the arrays written here with numpy only.
+
+Data (nothing from ../shared/eval; every source can be shipped or regenerated):
+
+* everything v1 trains on (``scripts/train_semantic_text.py``):
+  ``chitchat-dataset`` (MIT) turns and their clear-hold prefixes, the
+  caller templates, the demo corpus transcripts;
+* ``chitchat-dataset`` sentences: each sentence of a punctuated message is an
+  end (a caller may stop after any sentence) and its clear-hold prefixes are
+  holds (weight 0.5);
+* ``chatterbot-corpus`` (BSD-3-Clause) English conversations: each statement
+  an end after the one before it, its clear-hold prefixes holds;
+* more templates written here: requests to a voice assistant or a service
+  line, their prefixes, and spoken disfluency (fillers and restarts inside a
+  finished turn stay finished; a filler, conjunction or restart at the end
+  is a hold).
+
+Split: the v1 rule, one group (conversation / template) in ten held out; the
+default threshold is the best balanced accuracy on the held-out part, the
+eager threshold the highest below it that keeps 95 % of held-out ends.
+
+Deterministic: fixed seeds, one thread, deterministic torch kernels, sorted
+inputs, a zip with fixed timestamps, so a rerun writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections import Counter, defaultdict  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import train_semantic_text as v1  # noqa: E402
+from train_semantic_text import Example, _cut_ok, _punctuated  # noqa: E402
+
+from turnkit.text.features import (  # noqa: E402
+    FEATURE_VERSION,
+    agent_context,
+    feature_indices,
+)
+from turnkit.text.neural_model import (  # noqa: E402
+    N_HASH,
+    N_NUM,
+    NEURAL_VERSION,
+    SPECIALS,
+    text_ids,
+    words_of,
+)
+from turnkit.text.normalize import normalize_text  # noqa: E402
+
+SEED = 20261201
+MAX_WORDS = 16
+EMB = 32
+HIDDEN = 64
+WIDE_BITS = 16
+VOCAB_MAX = 12000
+VOCAB_MIN_COUNT = 3
+
+_SENTS = re.compile(r"[^.!?]+[.!?]+|[^.!?]+$")
+
+
+def _clear_cuts(raw: str, typed: bool) -> list[int]:
+    toks = raw.split()
+    return [i + 1 for i in range(len(toks) - 1) if _cut_ok(toks[i], toks[i + 1], typed=typed)]
+
+
+def _add_sentence(
+    out: list[Example],
+    rng: random.Random,
+    raw: str,
+    agent: str,
+    group: str,
+    source: str,
+    w: float,
+    n_cuts: int,
+    typed: bool,
+) -> None:
+    text = normalize_text(raw)
+    if not text:
+        return
+    out.append(Example(text, agent, 1, w, group, source))
+    toks = raw.split()
+    cuts = _clear_cuts(raw, typed)
+    for c in sorted(rng.sample(cuts, min(n_cuts, len(cuts)))):
+        t = normalize_text(" ".join(toks[:c]))
+        if t:
+            out.append(Example(t, agent, 0, w, group, source))
+
+
+def chitchat_sentences(rng: random.Random) -> list[Example]:
+    import chitchat_dataset as ccc
+
+    data = ccc.Dataset()
+    out: list[Example] = []
+    for cid in sorted(data):
+        prev = ""
+        for turn in data[cid]["messages"]:
+            msgs = [m["text"] for m in turn if m["text"].strip()]
+            for m in msgs:
+                if not _punctuated(m):
+                    continue
+                sents = [s.strip() for s in _SENTS.findall(m) if s.strip()]
+                if len(sents) < 2:
+                    continue  # a one-sentence message is already a v1 turn
+                for s in sents:
+                    if len(s.split()) >= 2 and rng.random() < 0.5:
+                        _add_sentence(out, rng, s, prev, cid, "chitchat-sent", 0.5, 2, True)
+            if msgs:
+                prev = msgs[-1]
+    return out
+
+
+def chatterbot_examples(rng: random.Random) -> list[Example]:
+    import chatterbot_corpus
+    import yaml
+
+    root = Path(chatterbot_corpus.__file__).parent / "data" / "english"
+    out: list[Example] = []
+    for path in sorted(root.glob("*.yml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        for k, conv in enumerate(doc.get("conversations") or []):
+            prev = ""
+            g = f"cb:{path.stem}:{k}"
+            for stmt in conv:
+                if not isinstance(stmt, str) or len(stmt) > 400:
+                    prev = str(stmt)
+                    continue
+                _add_sentence(out, rng, stmt, prev, g, "chatterbot", 1.0, 3, False)
+                prev = stmt
+    return out
+
+
+# --- more templates: requests to an assistant or a service line -------------------
+
+ASK_FRAMES = [
+    "{p}", "can you {p}", "could you {p}", "please {p}", "i want to {p2}", "i'd like to {p2}",
+    "i need to {p2}", "help me {p2}", "can you help me {p2}", "i was wondering if you could {p}",
+    "would you {p}", "i'm trying to {p2}", "is it possible to {p2}", "how do i {p2}",
+    "i need you to {p}", "could you please {p}", "hey can you {p}", "so i want to {p2}",
+    "um can you {p}", "okay i'd like to {p2}", "yeah i need to {p2}", "i'm calling to {p2}",
+]  # fmt: skip
+# "{p}": an imperative for the agent; "{p2}": what the caller wants to do
+ASK_PHRASES = [
+    ("tell me the weather for tomorrow", "check the weather for tomorrow"),
+    ("set an alarm for seven in the morning", "set an alarm for seven in the morning"),
+    ("play some relaxing music", "listen to some relaxing music"),
+    ("find a good italian restaurant near me", "find a good italian restaurant near me"),
+    ("book a table for four at eight tonight", "book a table for four at eight tonight"),
+    ("send a message to my sister", "send a message to my sister"),
+    ("remind me to call the doctor tomorrow", "set a reminder to call the doctor"),
+    ("check the status of my order", "check the status of my order"),
+    ("cancel my subscription", "cancel my subscription"),
+    ("change my delivery address", "change my delivery address"),
+    ("tell me how much i owe", "know how much i owe"),
+    ("explain the charges on my bill", "understand the charges on my bill"),
+    ("transfer me to a manager", "speak to a manager"),
+    ("reset my password", "reset my password"),
+    ("look up the opening hours of the pharmacy", "know the opening hours of the pharmacy"),
+    ("give me directions to the airport", "get directions to the airport"),
+    ("turn off the lights in the kitchen", "turn off the lights in the kitchen"),
+    ("read me my latest emails", "hear my latest emails"),
+    ("add milk and eggs to my shopping list", "add milk and eggs to my shopping list"),
+    ("translate this sentence into spanish", "translate a sentence into spanish"),
+    ("recommend a good book for my son", "find a good book for my son"),
+    ("move my appointment to next week", "move my appointment to next week"),
+    ("tell me a joke", "hear a joke"),
+    ("call me a taxi to the station", "get a taxi to the station"),
+    ("upgrade my plan to unlimited data", "upgrade my plan to unlimited data"),
+    ("send me a copy of my invoice", "get a copy of my invoice"),
+    ("check if my payment went through", "check if my payment went through"),
+    ("find me a flight to chicago on friday", "book a flight to chicago on friday"),
+    ("tell me when the next train leaves", "know when the next train leaves"),
+    ("update the phone number on my account", "update the phone number on my account"),
+    ("help me with my internet connection", "fix my internet connection"),
+    ("explain how the return policy works", "return a pair of shoes i bought online"),
+    ("put me on the waiting list", "get on the waiting list"),
+    ("tell me the balance of my savings account", "check the balance of my savings account"),
+    ("schedule a repair visit for thursday", "schedule a repair visit for thursday"),
+    ("check whether the store has it in stock", "find out if the store has it in stock"),
+    ("let me know the price of the premium plan", "know the price of the premium plan"),
+    ("open a new account for my daughter", "open a new account for my daughter"),
+    ("unlock my card", "unlock my card"),
+    ("report a lost credit card", "report a lost credit card"),
+]  # fmt: skip
+QUESTIONS = [
+    "what's the weather like today", "what time do you close", "how much does it cost",
+    "where is the nearest pharmacy", "when will my package arrive", "why was i charged twice",
+    "do you have any rooms available this weekend", "is the store open on sundays",
+    "how long does shipping take", "what are my options", "which plan is the cheapest",
+    "how do i get there from the station", "can i pay by card", "is there parking nearby",
+    "what's the difference between the two plans", "how many points do i have",
+    "who should i talk to about a refund", "are you open tomorrow", "does it come with a warranty",
+    "what's my balance", "how far is it", "is my order on the way", "what did you say",
+    "can you repeat that", "what's the best way to reach you", "how does that work",
+    "is it going to rain this afternoon", "do you deliver to my area",
+    "what documents do i need to bring", "when is my next appointment",
+]  # fmt: skip
+STATEMENTS = [
+    "i'm not happy with the service", "my order never arrived", "the app isn't working",
+    "i think there's a mistake on my bill", "i already tried that", "that's not what i ordered",
+    "i moved last month", "i lost my card yesterday", "it's been three weeks", "i'm still waiting",
+    "the technician never showed up", "i don't have that number with me", "i got it thanks",
+    "that works for me", "that sounds great", "i'll think about it", "i'm not sure yet",
+    "i didn't get the email", "it says my payment failed", "i need it by friday",
+]  # fmt: skip
+_MID_FILLERS = ["um", "uh", "you know", "like", "i mean", "uh like", "um so"]
+_END_HOLDS = [
+    "and", "but", "so", "or", "um", "uh", "because", "and um", "so uh", "and then",
+    "like", "i mean", "you know and", "and also", "but um", "cause", "and uh i",
+    "which", "that", "if", "so that", "and the", "but the", "or maybe",
+]  # fmt: skip
+
+
+_CANNOT_END = {
+    "the", "a", "an", "to", "of", "for", "with", "about", "and", "but", "or", "my", "your",
+    "our", "their", "his", "her", "its", "in", "on", "at", "from", "because", "if", "is",
+    "are", "was", "were", "i", "we", "they", "i'm", "im", "some", "very", "really", "so",
+    "than", "into", "by", "as", "would", "could", "should", "will", "can", "be", "been",
+    "me", "want", "need", "this", "that", "what", "where", "when", "how", "which", "who",
+    "whether", "there", "any", "more", "next", "last", "did", "do", "does", "have", "has",
+    "you", "it", "he", "she", "please", "um", "uh", "like", "get", "tell", "let", "make",
+}  # fmt: skip
+
+
+def _disfluent(words: list[str], rng: random.Random) -> list[str]:
+    """Fillers and a restart inside a finished utterance: still finished."""
+    w = list(words)
+    if len(w) >= 3 and rng.random() < 0.5:
+        k = rng.randrange(1, len(w))
+        w[k:k] = rng.choice(_MID_FILLERS).split()
+    if len(w) >= 3 and rng.random() < 0.35:  # "i want i want to" / "can you can you"
+        k = rng.randrange(1, min(4, len(w)))
+        w[:0] = w[:k] + (["uh"] if rng.random() < 0.3 else [])
+    return w
+
+
+def assistant_examples(rng: random.Random) -> list[Example]:
+    out: list[Example] = []
+    agents = [*v1.OPENERS, "What else?", "Anything else?", "", "Okay, go ahead."]
+    n = 0
+
+    def emit(words: list[str], agent: str, src: str, n_cuts: int = 3) -> None:
+        nonlocal n
+        n += 1
+        g = f"as{n}"
+        out.append(Example(" ".join(words), agent, 1, 1.0, g, src))
+        # a hold only where the words so far cannot end a turn (after a
+        # function word): "play some relaxing music" cut after "play some" is
+        # a hold, after "play" it may be a finished request
+        cut_at = [k for k in range(1, len(words)) if words[k - 1] in _CANNOT_END]
+        for k in sorted(rng.sample(cut_at, min(n_cuts, len(cut_at)))):
+            out.append(Example(" ".join(words[:k]), agent, 0, 1.0, g, src))
+        if rng.random() < 0.4:
+            out.append(
+                Example(" ".join([*words, *rng.choice(_END_HOLDS).split()]), agent, 0, 1.0, g, src)
+            )
+        if rng.random() < 0.4:
+            out.append(Example(" ".join(_disfluent(words, rng)), agent, 1, 1.0, g, src + "+disfl"))
+
+    for _ in range(6000):
+        frame = rng.choice(ASK_FRAMES)
+        p, p2 = rng.choice(ASK_PHRASES)
+        raw = frame.format(p=p, p2=p2)
+        if rng.random() < 0.2:
+            raw = rng.choice(["hi ", "hello ", "hey ", "yes ", "okay ", "so "]) + raw
+        if rng.random() < 0.15:
+            raw += rng.choice([" please", " for me", " thanks", " right now", " if you can"])
+        emit(raw.split(), rng.choice(agents), "assist")
+    for _ in range(2500):
+        raw = rng.choice(QUESTIONS + STATEMENTS)
+        if rng.random() < 0.3:
+            raw = rng.choice(["and ", "also ", "so ", "okay ", "um ", "well ", "but "]) + raw
+        emit(raw.split(), rng.choice(agents + v1.AGENT_STATEMENTS), "assist-q", n_cuts=2)
+    for _ in range(1000):  # two sentences in one turn: the first alone is not a clear hold
+        a = rng.choice(STATEMENTS).split()
+        b = rng.choice(QUESTIONS + [x[0] for x in ASK_PHRASES]).split()
+        emit([*a, *rng.choice([[], ["and"], ["so"]]), *b], rng.choice(agents), "assist-2", 2)
+    return out
+
+
+# --- training ------------------------------------------------------------------------
+
+
+def all_examples(seed: int) -> list[Example]:
+    rng = random.Random(v1.SEED)  # v1's data exactly as v1 draws it
+    ex = v1.chitchat_examples(random.Random(rng.random()))
+    ex += v1.template_examples(random.Random(rng.random()))
+    ex += v1.recording_examples()
+    rng2 = random.Random(seed)
+    ex += chitchat_sentences(random.Random(rng2.random()))
+    ex += chatterbot_examples(random.Random(rng2.random()))
+    ex += assistant_examples(random.Random(rng2.random()))
+    return [e for e in ex if e.text]
+
+
+def build_vocab(examples: list[Example]) -> list[str]:
+    c: Counter[str] = Counter()
+    for e in examples:
+        c.update(words_of(e.text))
+    ranked = sorted((w for w, n in c.items() if n >= VOCAB_MIN_COUNT), key=lambda w: (-c[w], w))
+    return ranked[:VOCAB_MAX]
+
+
+def encode(examples, vocab_ids, ctx_vocab, bits):
+    seqs, ctxs, wides = [], [], []
+    ctx_cache: dict[str, list[int]] = {}
+    for e in examples:
+        seqs.append(text_ids(words_of(e.text), vocab_ids, MAX_WORDS))
+        c = ctx_cache.get(e.agent)
+        if c is None:
+            c = ctx_cache[e.agent] = sorted(
+                {ctx_vocab[f] for f in agent_context(e.agent) if f in ctx_vocab}
+            )
+        ctxs.append(c)
+        # sorted: the features come from sets, whose order varies per process
+        # (hash seed), and a float sum's result depends on its order
+        wides.append(sorted(feature_indices(e.text, e.agent, bits)))
+    return seqs, ctxs, wides
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "turnkit/models/semantic_text_v2.npz")
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--lr", type=float, default=4e-3)
+    ap.add_argument("--limit", type=int, default=0, help="train on this many examples (quick try)")
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        sys.exit("train_semantic_text_v2.py: needs torch (a throwaway venv, see the docstring)")
+    from sklearn.metrics import roc_auc_score
+
+    torch.manual_seed(SEED)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    t0 = time.perf_counter()
+    examples = all_examples(SEED)
+    by_src: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for e in examples:
+        by_src[e.source][e.label] += 1
+    print(f"examples: {len(examples)}")
+    for s, (n0, n1) in sorted(by_src.items()):
+        print(f"  {s:18s} end {n1:7d}  hold {n0:7d}")
+    train = [e for e in examples if not v1.held_out(e.group)]
+    test = [e for e in examples if v1.held_out(e.group)]
+    if args.limit:
+        train = random.Random(SEED).sample(train, min(args.limit, len(train)))
+    vocab = build_vocab(train)
+    base = len(SPECIALS) + N_NUM + N_HASH
+    vocab_ids = {w: i + base for i, w in enumerate(vocab)}
+    ctx_names = sorted({f for e in train for f in agent_context(e.agent)})
+    ctx_vocab = {f: i for i, f in enumerate(ctx_names)}
+    n_tok = base + len(vocab)
+    print(
+        f"vocabulary {len(vocab)} words + {base} special/bucket ids, {len(ctx_names)} context features"
+    )
+
+    tr = encode(train, vocab_ids, ctx_vocab, WIDE_BITS)
+    encode(test, vocab_ids, ctx_vocab, WIDE_BITS)
+    y_tr = torch.tensor([e.label for e in train], dtype=torch.float32)
+    w_tr = torch.tensor(v1.balanced_weights(train), dtype=torch.float32)
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = torch.nn.Embedding(n_tok, EMB, padding_idx=0)
+            self.gru = torch.nn.GRU(EMB, HIDDEN, batch_first=True)
+            self.ctx = torch.nn.EmbeddingBag(len(ctx_names), HIDDEN, mode="sum")
+            self.ctx_b = torch.nn.Parameter(torch.zeros(HIDDEN))
+            self.out = torch.nn.Linear(HIDDEN, 1, bias=False)
+            self.wide = torch.nn.EmbeddingBag(1 << WIDE_BITS, 1, mode="sum")
+            self.bias = torch.nn.Parameter(torch.zeros(1))
+            torch.nn.init.zeros_(self.wide.weight)
+            torch.nn.init.normal_(self.ctx.weight, std=0.1)
+            self.drop = torch.nn.Dropout(0.1)
+
+        def forward(self, seq, lens, c_idx, c_off, w_idx, w_off):
+            h0 = torch.tanh(self.ctx(c_idx, c_off) + self.ctx_b).unsqueeze(0)
+            x = self.drop(self.emb(seq))
+            out, _ = self.gru(x, h0)
+            last = out[torch.arange(seq.shape[0]), lens - 1]
+            deep = self.out(last).squeeze(1)
+            return self.bias + deep + self.wide(w_idx, w_off).squeeze(1)
+
+    def batch(data, idx):
+        seqs, ctxs, wides = data
+        lens = torch.tensor([len(seqs[i]) for i in idx])
+        seq = torch.zeros(len(idx), int(lens.max()), dtype=torch.long)
+        for r, i in enumerate(idx):
+            seq[r, : len(seqs[i])] = torch.tensor(seqs[i])
+
+        def bag(lists):
+            flat = [j for i in idx for j in lists[i]]
+            off = np.cumsum([0] + [len(lists[i]) for i in idx[:-1]]).tolist()
+            return torch.tensor(flat, dtype=torch.long), torch.tensor(off, dtype=torch.long)
+
+        c_idx, c_off = bag(ctxs)
+        w_idx, w_off = bag(wides)
+        return seq, lens, c_idx, c_off, w_idx, w_off
+
+    net = Net()
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr)
+    order_rng = random.Random(SEED)
+    n = len(train)
+    steps = sum(
+        (min(n - c, args.batch * 50) + args.batch - 1) // args.batch
+        for c in range(0, n, args.batch * 50)
+    )
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=args.lr, total_steps=steps * args.epochs, pct_start=0.1
+    )
+    lens_tr = [len(x) for x in tr[0]]
+    for ep in range(args.epochs):
+        net.train()
+        order = list(range(n))
+        order_rng.shuffle(order)
+        # batches of similar length (less padding), in shuffled order
+        chunk = args.batch * 50
+        batches = []
+        for c in range(0, n, chunk):
+            part = sorted(order[c : c + chunk], key=lambda i: lens_tr[i])
+            batches += [part[b : b + args.batch] for b in range(0, len(part), args.batch)]
+        order_rng.shuffle(batches)
+        tot = 0.0
+        for idx in batches:
+            logits = net(*batch(tr, idx))
+            loss = (
+                torch.nn.functional.binary_cross_entropy_with_logits(
+                    logits, y_tr[idx], weight=w_tr[idx], reduction="sum"
+                )
+                / w_tr[idx].sum()
+            )
+            # a little L2 on the wide weights: n-grams seen a few times stay small
+            loss = loss + 1e-6 * (net.wide.weight**2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            tot += loss.item()
+        print(f"epoch {ep + 1}: loss {tot / len(batches):.4f}  ({time.perf_counter() - t0:.0f} s)")
+
+    net.eval()
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in net.state_dict().items()}
+    arrays = {
+        "embedding": sd["emb.weight"],
+        "gru_w_ih": sd["gru.weight_ih_l0"],
+        "gru_w_hh": sd["gru.weight_hh_l0"],
+        "gru_b_ih": sd["gru.bias_ih_l0"],
+        "gru_b_hh": sd["gru.bias_hh_l0"],
+        "ctx_w": sd["ctx.weight"],
+        "ctx_b": sd["ctx_b"],
+        "out_w": sd["out.weight"][0],
+        "wide": sd["wide.weight"][:, 0],
+        "bias": np.float64(sd["bias"][0]),
+    }
+    # held-out scores exactly as the runtime computes them
+    from turnkit.text.neural_model import NeuralTextModel
+
+    meta = {
+        "kind": "gru+wide",
+        "neural_version": NEURAL_VERSION,
+        "feature_version": FEATURE_VERSION,
+        "max_words": MAX_WORDS,
+        "vocab": vocab,
+        "context": ctx_names,
+        "seed": SEED,
+        "epochs": args.epochs,
+        "trained_on": (
+            "chitchat-dataset (MIT), chatterbot-corpus english (BSD-3-Clause), templates in "
+            "scripts/train_semantic_text.py and scripts/train_semantic_text_v2.py, "
+            "recordings/*/call.json"
+        ),
+        "examples": len(examples),
+        "held_out": len(test),
+    }
+    probe = NeuralTextModel(
+        {**arrays, "threshold": np.float64(0.5), "eager_threshold": np.float64(0.5)}, meta
+    )
+    p = np.array([probe.predict(e.text, e.agent) for e in test])
+    y_te = np.array([e.label for e in test])
+    grid = np.round(np.arange(0.05, 0.951, 0.01), 2)
+    sw = np.array([e.weight for e in test])
+    pos, neg = y_te == 1, y_te == 0
+    tpr = np.array([sw[pos & (p >= t)].sum() / sw[pos].sum() for t in grid])
+    tnr = np.array([sw[neg & (p < t)].sum() / sw[neg].sum() for t in grid])
+    bal = (tpr + tnr) / 2
+    i = int(np.argmax(bal))
+    threshold = float(grid[i])
+    ok = [float(t) for t, r in zip(grid, tpr, strict=True) if r >= 0.95 and t <= threshold]
+    eager = max(ok) if ok else threshold
+    auc = float(roc_auc_score(y_te, p))
+    print(f"held out: {len(test)} examples ({pos.sum()} end, {neg.sum()} hold)")
+    print(f"  auc {auc:.4f}; threshold {threshold:.2f} (best balanced accuracy), eager {eager:.2f}")
+    src = np.array([e.source for e in test])
+    for s in sorted(set(src)):
+        m = src == s
+        ends, holds = p[m & pos], p[m & neg]
+        fe = f"{(ends >= threshold).mean() * 100:5.1f}% of {len(ends)}" if len(ends) else "—"
+        fh = f"{(holds < threshold).mean() * 100:5.1f}% of {len(holds)}" if len(holds) else "—"
+        print(f"  {s:18s} end correct {fe:>16s}   hold correct {fh:>16s}")
+    print(
+        f"  all                end correct {tpr[i] * 100:5.1f}%   hold correct {tnr[i] * 100:5.1f}%"
+    )
+    meta["held_out_auc"] = round(auc, 4)
+    arrays["threshold"] = np.float64(threshold)
+    arrays["eager_threshold"] = np.float64(eager)
+    arrays["meta"] = np.array(json.dumps(meta, sort_keys=True))
+    v1.write_model(args.out, arrays)
+    print(
+        f"wrote {args.out} ({args.out.stat().st_size / 1e6:.2f} MB) in {time.perf_counter() - t0:.0f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
