@@ -164,3 +164,77 @@ def test_eot_eval_unwritable_json_refused_before_the_run(tmp_path: Path) -> None
         assert r.returncode == 2
         assert text in r.stderr and "--json" in r.stderr
         assert r.stdout == ""  # nothing evaluated
+
+
+# -- long transcripts: the oracle and the acknowledgement filter -------------------------
+
+
+def _oracle_frames(words: list, frames: int, frame_s: float = 0.032) -> list:  # type: ignore[type-arg]
+    import asyncio
+
+    import numpy as np
+
+    from turnkit.frames import AudioInFrame, TranscriptFrame
+    from turnkit.pipeline import CollectSink, Pipeline
+    from turnkit.replay.oracle import OracleTranscriber
+
+    async def run() -> list:  # type: ignore[type-arg]
+        sink = CollectSink()
+        pipe = Pipeline([OracleTranscriber(words), sink])
+        await pipe.start()
+        n = round(frame_s * 16000)
+        for k in range(frames):
+            frame = AudioInFrame(at=k * frame_s, audio=np.zeros(n, np.float32), sample_rate=16000)
+            await pipe.queue_frame(frame)
+            await pipe.wait_idle()
+        await pipe.stop()
+        return [f for f in sink.frames if isinstance(f, TranscriptFrame)]
+
+    return asyncio.run(run())
+
+
+def test_oracle_long_turn_one_frame_per_audio_frame_and_every_final() -> None:
+    from turnkit.replay.oracle import TimedWord
+
+    # 20,000 words in 2 s of one turn (two spans), then a 3-word backchannel.
+    n = 20_000
+    words = [
+        TimedWord(f"w{i}", i * 1e-4, (i + 1) * 1e-4, 0, i in (n // 2 - 1, n - 1)) for i in range(n)
+    ]
+    words += [
+        TimedWord(t, 2.5 + k * 0.1, 2.6 + k * 0.1, 1, k == 2)
+        for k, t in enumerate(["oh", "i", "see"])
+    ]
+    frames = _oracle_frames(words, frames=100)
+    turn = [f for f in frames if f.text.startswith("w0")]
+    assert len(turn) <= 64 + 2  # at most one per audio frame (2 s / 32 ms), plus the finals
+    assert [f.is_final for f in turn].count(True) == 2
+    assert turn[-1].text == " ".join(f"w{i}" for i in range(n)) and len(turn[-1].words) == n
+    final_mid = next(f for f in turn if f.is_final)
+    assert final_mid.text.endswith(f"w{n // 2 - 1}") and final_mid.spoken_until == n // 2 * 1e-4
+    assert [w.text for w in turn[5].words] == turn[5].text.split()  # words match the text
+    bc = [f.text for f in frames if f not in turn]
+    assert bc == ["oh", "oh i", "oh i see"]  # words 100 ms apart: one frame each, as before
+
+
+def test_ack_filter_tokens_of_a_growing_transcript_match_a_fresh_read() -> None:
+    from turnkit.barge_in.ack import AckFilter
+    from turnkit.barge_in.lexicon import tokens
+    from turnkit.clock import VirtualClock
+
+    f = AckFilter(VirtualClock())
+    texts = [
+        "okay",
+        "okay so",
+        "okay so i",
+        "okay so i'd",
+        "okay so i'd-like",
+        "Okay, so",
+        "okay so",
+    ]
+    texts += ["okay so" + " more" * k for k in range(1, 50)] + [
+        "different now",
+        "different now yes",
+    ]
+    for t in texts:
+        assert f._tokens(t) == tokens(t), t

@@ -85,17 +85,23 @@ def oracle_words(rec: Recording) -> list[TimedWord]:
 
 
 class OracleTranscriber(FrameProcessor):
-    """Emits a :class:`TranscriptFrame` for each word once ``end + delay``
-    has passed on the clock (checked as each audio frame goes by)."""
+    """Emits a :class:`TranscriptFrame` once a word's ``end + delay`` has
+    passed on the clock (checked as each audio frame goes by).
+
+    Words of one segment revealed by the same audio frame go out in one
+    frame (the latest text), as a streaming recogniser's interim result
+    would carry them; a word that closes a speech span always gets its own
+    final frame, and segments keep their order. One frame per word made a
+    long turn quadratic: each frame carries the turn's whole text and word
+    list, and a hostile 480 KB turn revealed thousands of words per audio
+    frame."""
 
     def __init__(self, words: list[TimedWord], delay_s: float = 0.0) -> None:
         super().__init__()
         self.delay_s = delay_s
         self._words = sorted(words, key=lambda w: w.end + delay_s)
         self._next = 0
-        # Per segment: its words and its text so far, each extended by one
-        # word per frame (not rebuilt from every word: a 16,000-word turn
-        # made the rebuild quadratic in Python).
+        # Per segment: its words and its text so far (extended, not rebuilt).
         self._text: dict[int, tuple[list[Word], str]] = {}
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
@@ -103,22 +109,37 @@ class OracleTranscriber(FrameProcessor):
         if not isinstance(frame, AudioInFrame):
             return
         now = frame.end
+        run: list[TimedWord] = []  # revealed, not yet sent: one segment's, in order
         while (
             self._next < len(self._words)
             and self._words[self._next].end + self.delay_s <= now + 1e-9
         ):
             w = self._words[self._next]
             self._next += 1
-            seg, text = self._text.get(w.segment, ([], ""))
-            seg.append(Word(text=w.text, start=w.start, end=w.end))
-            text = f"{text} {w.text}" if text else w.text
-            self._text[w.segment] = (seg, text)
-            await self.push_frame(
-                TranscriptFrame(
-                    at=w.end + self.delay_s,
-                    text=text,
-                    is_final=w.last_in_span,
-                    spoken_until=w.end,
-                    words=list(seg),
-                )
+            if run and run[-1].segment != w.segment:
+                await self._send(run)
+                run = []
+            run.append(w)
+            if w.last_in_span:
+                await self._send(run)
+                run = []
+        if run:
+            await self._send(run)
+
+    async def _send(self, run: list[TimedWord]) -> None:
+        """One frame for ``run`` (consecutive words of one segment)."""
+        last = run[-1]
+        seg, text = self._text.get(last.segment, ([], ""))
+        seg.extend(Word(text=w.text, start=w.start, end=w.end) for w in run)
+        new = " ".join(w.text for w in run)
+        text = f"{text} {new}" if text else new
+        self._text[last.segment] = (seg, text)
+        await self.push_frame(
+            TranscriptFrame(
+                at=last.end + self.delay_s,
+                text=text,
+                is_final=last.last_in_span,
+                spoken_until=last.end,
+                words=list(seg),
             )
+        )
