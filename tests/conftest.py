@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from turnkit.audio.vad import SileroVAD, VADAnalyzer, VADParams
+from turnkit.audio.vad import SileroVAD, VADAnalyzer, VADParams, VADStep
 from turnkit.clock import VirtualClock
 from turnkit.detectors import create_detector
 from turnkit.detectors.base import EndOfTurnDetector
@@ -36,24 +36,39 @@ class DetectorDriver:
             self.clock = spec_or_detector.clock  # type: ignore[assignment]
         self.vad = VADAnalyzer(model=SileroVAD(), params=VADParams(start_ms=64, stop_ms=96))
         self.t = 0.0
+        self.i = 0  # frames fed so far
         self.signals: list[tuple[float, object]] = []
+        self.log: list[tuple[int, float, VADStep, list]] = []  # (frame, now, vad, signals)
         self.audio: np.ndarray | None = None  # optional real audio, played frame by frame
 
-    async def frames(self, prob: float, seconds: float) -> list[tuple[float, object]]:
-        out: list[tuple[float, object]] = []
-        for _ in range(round(seconds / FRAME_S)):
+    async def feed(self, probs: list[float], level: float = 0.0) -> list[tuple[int, object]]:
+        """One frame per VAD probability; ``level`` fills speech frames (for
+        audio models), otherwise ``audio`` or zeros. Returns (frame, signal)."""
+        out: list[tuple[int, object]] = []
+        for prob in probs:
             step = self.vad.step(prob, self.t)
             chunk = np.zeros(FRAME, np.float32)
             if self.audio is not None:
                 i = round(self.t * SR)
                 part = self.audio[i : i + FRAME]
                 chunk[: part.size] = part
+            elif level and prob >= 0.5:
+                chunk[:] = level
             frame = AudioInFrame(at=self.t, audio=chunk, sample_rate=SR, vad=step)
             self.t += FRAME_S
             await self.clock.advance_to(self.t)
-            out += [(self.clock.now(), s) for s in await self.det.on_audio(frame, step)]
-        self.signals += out
+            signals = await self.det.on_audio(frame, step)
+            self.log.append((self.i, self.clock.now(), step, signals))
+            self.signals += [(self.clock.now(), s) for s in signals]
+            out += [(self.i, s) for s in signals]
+            self.i += 1
         return out
+
+    async def frames(self, prob: float, seconds: float) -> list[tuple[float, object]]:
+        """``prob`` for ``seconds``; returns (clock time, signal)."""
+        n = round(seconds / FRAME_S)
+        out = await self.feed([prob] * n)
+        return [(self.log[i][1], s) for i, s in out]
 
     async def speak(self, seconds: float, text: str | None = None) -> list[tuple[float, object]]:
         """Speech for ``seconds``; ``text`` (the turn so far) is transcribed

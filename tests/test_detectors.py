@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import DetectorDriver
 
-from turnkit.audio.vad import SileroVAD, VADAnalyzer, VADParams, VADStep
+from turnkit.audio.vad import VADStep
 from turnkit.clock import VirtualClock
 from turnkit.detectors import DetectorSpecError, available, create_detector, parse_spec
 from turnkit.detectors.silence import SilenceDetector
@@ -93,32 +94,8 @@ def test_detector_spec_error_is_a_value_error():
 # --- the silence detector ---------------------------------------------------------
 
 
-class Driver:
-    """Feeds a detector one 32 ms frame per probability, as a host does: the
-    VAD's verdict comes from the real hysteresis (VADAnalyzer.step with hand
-    probabilities) and the clock stands at the end of each frame."""
-
-    def __init__(self, spec: str = "silence:stop_ms=500") -> None:
-        self.clock = VirtualClock()
-        self.det = create_detector(spec, self.clock)
-        self.vad = VADAnalyzer(
-            model=SileroVAD(), params=VADParams(threshold=0.5, start_ms=64, stop_ms=96)
-        )
-        self.i = 0
-        self.log: list[tuple[int, float, VADStep, list]] = []
-
-    async def feed(self, probs: list[float]) -> list[tuple[int, object]]:
-        out = []
-        for p in probs:
-            at = self.i * FRAME_S
-            step = self.vad.step(p, at)
-            frame = AudioInFrame(at=at, audio=SILENCE, sample_rate=SR, vad=step)
-            await self.clock.advance_to(frame.end)
-            signals = await self.det.on_audio(frame, step)
-            self.log.append((self.i, self.clock.now(), step, signals))
-            out += [(self.i, s) for s in signals]
-            self.i += 1
-        return out
+def Driver(spec: str = "silence:stop_ms=500") -> DetectorDriver:
+    return DetectorDriver(spec)
 
 
 def ends(signals) -> list[tuple[int, TurnEndFrame]]:

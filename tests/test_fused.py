@@ -9,14 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import DetectorDriver
 
-from turnkit.audio.vad import SileroVAD, VADAnalyzer, VADParams
 from turnkit.clock import VirtualClock
 from turnkit.detectors import create_detector
 from turnkit.detectors.fused import PROFILES, FusedDetector, choose_profile, wait_ms
 from turnkit.frames import (
-    AudioInFrame,
-    TranscriptFrame,
     TurnEagerFrame,
     TurnEndFrame,
     TurnResumedFrame,
@@ -65,30 +63,11 @@ def test_profile_is_chosen_by_what_the_agent_asked(agent: str, profile: str) -> 
     assert choose_profile(agent) == profile
 
 
-class Drive:
-    """Feeds a detector speech then silence, frame by frame, on a virtual
-    clock, with hand-made VAD probabilities (no audio model involved)."""
+class Drive(DetectorDriver):
+    """The shared driver, with a turn said then left in silence."""
 
-    def __init__(self, spec: str) -> None:
-        self.clock = VirtualClock()
-        self.det = create_detector(spec, self.clock)
-        self.vad = VADAnalyzer(model=SileroVAD(), params=VADParams())
-        self.t = 0.0
-
-    async def frames(self, prob: float, seconds: float) -> list:
-        out = []
-        for _ in range(round(seconds / FRAME_S)):
-            step = self.vad.step(prob, self.t)
-            frame = AudioInFrame(
-                at=self.t, audio=np.zeros(512, np.float32), sample_rate=16000, vad=step
-            )
-            self.t += FRAME_S
-            await self.clock.advance_to(self.t)
-            out += await self.det.on_audio(frame, step)
-        return out
-
-    async def say(self, text: str) -> None:
-        await self.det.on_transcript(TranscriptFrame(at=self.t, text=text, spoken_until=self.t))
+    async def frames(self, prob: float, seconds: float) -> list:  # type: ignore[override]
+        return [s for _, s in await super().frames(prob, seconds)]
 
     async def end_after(
         self, text: str, speech_s: float = 1.0, silence_s: float = 4.0

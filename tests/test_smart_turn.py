@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import DetectorDriver
 
 from turnkit.audio.mel import N_FRAMES, N_MELS, WINDOW_SAMPLES, fit_window, smart_turn_features
-from turnkit.audio.vad import SileroVAD, VADAnalyzer, VADParams
 from turnkit.audio.wav import read_wav
 from turnkit.clock import VirtualClock
 from turnkit.detectors import DetectorSpecError, available, create_detector
@@ -243,32 +243,15 @@ class FakeModel:
         return self.p
 
 
-class Driver:
-    """One 32 ms frame per VAD probability through the real hysteresis; the
-    clock stands at the end of each frame, as in replay."""
+class Driver(DetectorDriver):
+    """The shared driver around a smart-turn detector with a fake model."""
 
     def __init__(self, p: float, **params) -> None:
-        self.clock = VirtualClock()
         self.model = FakeModel(p)
-        self.det = SmartTurnDetector(
-            self.clock, SmartTurnParams(**params), spec="smart-turn", model=self.model
+        clock = VirtualClock()
+        super().__init__(
+            SmartTurnDetector(clock, SmartTurnParams(**params), spec="smart-turn", model=self.model)
         )
-        self.vad = VADAnalyzer(
-            model=SileroVAD(), params=VADParams(threshold=0.5, start_ms=64, stop_ms=96)
-        )
-        self.i = 0
-
-    async def feed(self, probs: list[float], level: float = 0.0) -> list[tuple[int, object]]:
-        out = []
-        for prob in probs:
-            at = self.i * FRAME_S
-            step = self.vad.step(prob, at)
-            audio = np.full(FRAME_N, level if prob >= 0.5 else 0.0, dtype=np.float32)
-            frame = AudioInFrame(at=at, audio=audio, sample_rate=SR, vad=step)
-            await self.clock.advance_to(frame.end)
-            out += [(self.i, s) for s in await self.det.on_audio(frame, step)]
-            self.i += 1
-        return out
 
 
 def test_registered_as_smart_turn_with_defaults():
