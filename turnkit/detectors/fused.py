@@ -214,6 +214,9 @@ class FusedParams(DetectorParams):
         description="multiplies the waits and the expected hold length (the sweep knob)",
         json_schema_extra={"sweep": [0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0]},
     )
+    confidence: float | None = Field(
+        None, gt=0, lt=1, description="P(done | silence) to commit at; overrides the profile's"
+    )
     min_wait_ms: float | None = Field(None, ge=0, description="overrides the profile's")
     max_wait_ms: float | None = Field(None, ge=0, description="overrides the profile's")
     base_url: str = "http://127.0.0.1:8080/v1"
@@ -381,6 +384,7 @@ class FusedDetector(EndOfTurnDetector):
                 "max_wait_ms": max(lo, hi) * s,
                 "hold_ms": base.hold_ms * s,
                 "eager": prm.eager,
+                "confidence": prm.confidence if prm.confidence is not None else base.confidence,
                 "early_eager": prm.early_eager == "on",
             }
         )
