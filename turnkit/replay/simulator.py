@@ -31,17 +31,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkit.audio.vad import VADAnalyzer, VADParams
+from turnkit.audio.vad_processor import VADProcessor
 from turnkit.audio.wav import AudioError, read_wav
 from turnkit.barge_in.echo import EchoFilter, align_reference
 from turnkit.barge_in.policy import BargeInPolicy, FilteredBargeIn, VADBargeIn
 from turnkit.barge_in.processors import EchoGateProcessor
 from turnkit.clock import VirtualClock
 from turnkit.detectors.endpointing import ComputeMode
+from turnkit.detectors.processor import TurnDetectorProcessor
 from turnkit.detectors.registry import DetectorSpecError, create_detector
 from turnkit.drafting.drafter import EagerDrafter
 from turnkit.frames import AudioInFrame, EndFrame, StartFrame
 from turnkit.pipeline import CollectSink, FrameProcessor, Pipeline, collect_errors
-from turnkit.processors import TurnDetectorProcessor, VADProcessor
 from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.latency import LatencyModel
 from turnkit.replay.llm_source import LiveTTFT, ModelTTFT, TTFTSource
