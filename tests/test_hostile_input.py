@@ -272,7 +272,17 @@ def test_suspicious_but_usable_calls_load_with_warnings(tmp_path: Path) -> None:
     folder = copy_call(tmp_path, "warn")
     m = manifest(folder)
     m["events"].append({"type": "laughter", "start": 0.1, "end": 0.2})
-    m["events"].append({"type": "tool_call", "turn": 0, "start": 1.0, "name": "x"})
+    m["events"].append(
+        {
+            "type": "tool_call",
+            "turn": 0,
+            "start": 1.0,
+            "name": "lookup",
+            "arguments": {},
+            "effect": "read",
+            "duration_s": 0.2,
+        }
+    )
     put(folder, m)
     audio, rate = sf.read(folder / "caller.wav", dtype="float32")
     audio = audio / max(1e-9, float(np.max(np.abs(audio)))) * 1.5  # past full scale
@@ -280,7 +290,7 @@ def test_suspicious_but_usable_calls_load_with_warnings(tmp_path: Path) -> None:
     rec = load_recording(folder, check_audio=True)
     text = "\n".join(rec.warnings)
     assert "unknown event type 'laughter' ignored" in text
-    assert "tool_call" not in text  # documented in the format: ignored silently
+    assert "tool_call" not in text  # a documented event type: no warning
     assert "2 channels, using the first (audio.caller)" in text
     assert "exceed full scale (peak 1.5" in text
     assert all("\n" not in w for w in rec.warnings)
