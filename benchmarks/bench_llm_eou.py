@@ -22,8 +22,10 @@ the conversation so far as context — as a call would ask. Formats:
   when the agent's message is known (not counted as a decision).
 
 Prints per format: decisions, ms per decision p50/p95 (all, and the first
-decision of each turn, where the history is new), prompt and cached tokens,
-and each format's p50/p95 as a ratio to ``old``. Absolute times move with
+decision of each turn, where the history is new), prompt and cached tokens
+and the tokens computed per decision (``new``: prompt minus cached, the
+load-independent part of the cost), and each format's p50/p95 as a ratio to
+``old``. Absolute times move with
 the machine's load (the engine runs one thread); the formats take turns in
 ``--rounds`` rounds so load hits them alike, and the ratio is what to
 compare between runs.
@@ -148,7 +150,7 @@ async def run(base_url: str, calls: list[list[Turn]], rounds: int) -> dict:
     print(f"llm-eou on {base_url}: {len(calls)} calls, {rounds} rounds")
     print(
         f"{'format':<16} {'n':>4} {'p50 ms':>7} {'p95 ms':>7} {'1st p50':>8} {'1st p95':>8}"
-        f" {'prompt':>6} {'cached':>6} {'p50/old':>7} {'p95/old':>7}"
+        f" {'prompt':>6} {'cached':>6} {'new':>5} {'p50/old':>7} {'p95/old':>7}"
     )
     for name, st in stats.items():
         row = {
@@ -159,6 +161,13 @@ async def run(base_url: str, calls: list[list[Turn]], rounds: int) -> dict:
             "first_p95_ms": round(_pct(st.first_ms, 0.95), 1),
             "prompt_tokens_mean": round(statistics.mean(st.prompt), 1) if st.prompt else None,
             "cached_tokens_mean": round(statistics.mean(st.cached), 1) if st.cached else None,
+            # Prompt tokens the engine computed per decision (not from its
+            # cache): what the time is made of, independent of the load.
+            "computed_tokens_mean": (
+                round(statistics.mean(p - c for p, c in zip(st.prompt, st.cached, strict=True)), 1)
+                if st.prompt
+                else None
+            ),
             "p50_ratio_to_old": round(_pct(st.ms, 0.5) / _pct(base.ms, 0.5), 2),
             "p95_ratio_to_old": round(_pct(st.ms, 0.95) / _pct(base.ms, 0.95), 2),
         }
@@ -167,6 +176,7 @@ async def run(base_url: str, calls: list[list[Turn]], rounds: int) -> dict:
             f"{name:<16} {row['decisions']:>4} {row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f}"
             f" {row['first_p50_ms']:>8.1f} {row['first_p95_ms']:>8.1f}"
             f" {row['prompt_tokens_mean']:>6} {row['cached_tokens_mean']:>6}"
+            f" {row['computed_tokens_mean']:>5}"
             f" {row['p50_ratio_to_old']:>7.2f} {row['p95_ratio_to_old']:>7.2f}"
         )
     return out

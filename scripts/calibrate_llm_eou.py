@@ -249,6 +249,11 @@ def main() -> None:
     ap.add_argument("--history-turns", type=int, default=MAX_HISTORY_TURNS)
     ap.add_argument("--max-tokens", type=int, default=MAX_HISTORY_TOKENS)
     ap.add_argument(
+        "--no-normalize",
+        action="store_true",
+        help="keep case and punctuation (whitespace collapsed only) instead of LiveKit's normalisation",
+    )
+    ap.add_argument(
         "--old-format",
         action="store_true",
         help="also score the previous prompt (system + agent's last message + caller, as typed)",
@@ -279,6 +284,7 @@ def main() -> None:
                 system=args.system,
                 history_turns=args.history_turns,
                 max_tokens=args.max_tokens,
+                normalize=not args.no_normalize,
                 **common,
             )
         }
