@@ -113,7 +113,7 @@ PROFILES: dict[str, WaitPolicy] = {
         max_wait_ms=1000,
         hold_ms=200,
         hold_sigma=0.65,
-        confidence=0.93,
+        confidence=0.95,
         eager=0.9,
         early_eager=True,
     ),
@@ -125,7 +125,7 @@ PROFILES: dict[str, WaitPolicy] = {
         max_wait_ms=1200,
         hold_ms=300,
         hold_sigma=0.65,
-        confidence=0.93,
+        confidence=0.95,
         eager=0.9,
         early_eager=True,
     ),
@@ -352,7 +352,7 @@ class FusedDetector(EndOfTurnDetector):
             else:
                 from turnkit.text.semantic_model import SemanticTextModel
 
-                model = SemanticTextModel.load()
+                model = SemanticTextModel.load("v1")  # its weights were fit to v1
             self._models[kind] = model
         return model
 
