@@ -85,38 +85,72 @@ def align_reference(
 class ReferenceBuffer:
     """What the loudspeaker played, by absolute sample index (sample 0 is
     the microphone's first sample). Holds the last ``keep_s`` seconds live,
-    or a whole track in replay; unknown samples read as silence."""
+    or a whole track in replay; unknown samples read as silence.
+
+    Writes go into a preallocated array (amortised O(1) per sample): a live
+    agent or a replay's feeder pushes a frame at a time."""
 
     def __init__(self, rate: int = 16000, keep_s: float = 4.0) -> None:
         self.rate = rate
         self._keep = int(keep_s * rate)
-        self._buf = np.zeros(0, dtype=np.float32)
-        self._start = 0  # absolute index of _buf[0]
+        self._arr = np.zeros(0, dtype=np.float32)
+        self._off = 0  # _arr[_off : _off + _len] is the buffer
+        self._len = 0
+        self._start = 0  # absolute index of the buffer's first sample
+
+    @property
+    def _buf(self) -> np.ndarray:
+        return self._arr[self._off : self._off + self._len]
+
+    @property
+    def end(self) -> int:
+        """Absolute index one past the last sample written."""
+        return self._start + self._len
 
     def set_track(self, audio: np.ndarray) -> None:
-        self._buf = np.ascontiguousarray(audio, dtype=np.float32)
+        self._arr = np.ascontiguousarray(audio, dtype=np.float32)
+        self._off, self._len = 0, len(self._arr)
         self._start = 0
         self._keep = max(self._keep, len(audio))
 
     def write(self, audio: np.ndarray, start: int) -> None:
-        """Add played samples starting at absolute index ``start``."""
-        end = self._start + len(self._buf)
-        if start > end:
-            self._buf = np.concatenate([self._buf, np.zeros(start - end, np.float32)])
-            end = start
-        keep = self._buf[: max(0, start - self._start)]
-        self._buf = np.concatenate([keep, audio.astype(np.float32)])
-        if len(self._buf) > self._keep:
-            drop = len(self._buf) - self._keep
-            self._buf = self._buf[drop:]
+        """Add played samples starting at absolute index ``start`` (what was
+        written at or after ``start`` before is replaced)."""
+        if start < self._start:  # before what is kept: long gone
+            audio, start = audio[self._start - start :], self._start
+        if len(audio) > self._keep:
+            cut = len(audio) - self._keep
+            audio, start = audio[cut:], start + cut
+        pos = max(0, start - self._start)  # where audio goes, relative to the buffer
+        gap = max(0, pos - self._len)
+        new_len = pos + len(audio)
+        if self._off + new_len > len(self._arr):
+            # Compact (dropping what is past keep) and grow if needed.
+            drop = max(0, new_len - self._keep)
+            kept = self._arr[self._off + drop : self._off + min(self._len, pos)]
+            cap = max(len(self._arr), 2 * self._keep, 2 * (new_len - drop))
+            arr = np.zeros(cap, dtype=np.float32)
+            arr[: len(kept)] = kept
+            self._arr, self._off, self._start = arr, 0, self._start + drop
+            pos -= drop
+            new_len -= drop
+        elif gap:
+            self._arr[self._off + self._len : self._off + pos] = 0.0
+        self._arr[self._off + pos : self._off + pos + len(audio)] = audio
+        self._len = new_len
+        if self._len > self._keep:
+            drop = self._len - self._keep
+            self._off += drop
+            self._len -= drop
             self._start += drop
 
     def read(self, start: int, n: int) -> np.ndarray:
         out = np.zeros(n, dtype=np.float32)
         lo = max(start, self._start)
-        hi = min(start + n, self._start + len(self._buf))
+        hi = min(start + n, self._start + self._len)
         if hi > lo:
-            out[lo - start : hi - start] = self._buf[lo - self._start : hi - self._start]
+            o = self._off - self._start
+            out[lo - start : hi - start] = self._arr[lo + o : hi + o]
         return out
 
 
@@ -132,6 +166,11 @@ class EchoParams:
     caller_ratio: float = 1.0  # residual / (echo + noise) above this: the caller
     gain_floor_db: float = -30.0  # most an echo band is suppressed
     band_hz: tuple[float, float] = (150.0, 4000.0)
+    # Frames with nothing played within max_delay_ms and no echo tail left
+    # skip the spectral work; the noise floor and the search window catch up
+    # in one batch when the agent plays again (same verdicts, see process).
+    idle_skip: bool = True
+    idle_batch: int = 256  # idle frames held before a catch-up batch
 
 
 @dataclass(slots=True)
@@ -141,7 +180,7 @@ class EchoStep:
     audio: np.ndarray  # the frame with echo bands suppressed
     reference_active: bool  # the agent's audio could be in this frame
     echo_power: float  # estimated echo power in the speech band
-    residual_power: float  # microphone power beyond echo and noise
+    residual_power: float  # microphone power beyond echo and noise (nan: idle frame, not measured)
     caller_present: bool  # residual clearly above the echo: someone else speaks
     delay_ms: float | None  # locked echo path delay, if found
 
@@ -217,6 +256,8 @@ class EchoFilter:
         self._gain = np.ones(nb)
         self._noise: np.ndarray | None = None
         self.delay_samples: int | None = None
+        self._idle: list[np.ndarray] = []  # idle frames not yet in _mic / _noise
+        self.idle_frames = 0  # frames that skipped the spectral work
 
     @property
     def delay_ms(self) -> float | None:
@@ -226,15 +267,37 @@ class EchoFilter:
     def process(self, frame: np.ndarray, at: float) -> EchoStep:
         n = len(frame)
         idx = round(at * self.rate)
+        # Is anything playing that could reach this frame (any delay)?
+        if self.has_reference:
+            span = self.reference.read(idx - self._maxd, self._maxd + n)
+            playing = float(np.mean(span**2)) > self._ref_floor
+        else:
+            playing = False
+        if (
+            not playing
+            and self.params.idle_skip
+            and n == self.n
+            and not self._pr.any()
+            and (
+                self.delay_samples is None
+                or not self.reference.read(idx - self.delay_samples, n).any()
+            )
+        ):
+            # Idle: no echo can be in this frame and the verdict is "not
+            # active" whatever the spectrum; only the noise floor and the
+            # search window need the frame, and they get it in a batch.
+            self._frames += 1
+            self.idle_frames += 1
+            self._idle.append(np.array(frame, dtype=np.float32))
+            if len(self._idle) >= self.params.idle_batch:
+                self._catch_up()
+            return EchoStep(frame, False, 0.0, float("nan"), False, self.delay_ms)
+        self._catch_up()
         self._mic = np.concatenate([self._mic[n:], frame.astype(np.float32)])
         self._frames += 1
         spec = np.fft.rfft(frame * self._win[:n] if n == self.n else frame)
         px = (np.abs(spec) ** 2) / self._win_power
         self._track_noise(px)
-        # Is anything playing that could reach this frame (any delay)?
-        span = self.reference.read(idx - self._maxd, self._maxd + n)
-        ref_power = float(np.mean(span**2)) if self.has_reference else 0.0
-        playing = ref_power > self._ref_floor
         if playing and self._frames % self.params.search_every == 0:
             self._search_delay(idx + n)
         pr = self._reference_power(idx, n, playing)
@@ -262,6 +325,23 @@ class EchoFilter:
         raw = np.fft.rfft(frame)
         cleaned = np.fft.irfft(raw * gains, n).astype(np.float32)
         return EchoStep(cleaned, True, e_band, r_band, bool(caller), self.delay_ms)
+
+    def _catch_up(self) -> None:
+        """Idle frames into the search window and the noise floor, as if
+        each had been processed in turn (one batched FFT)."""
+        if not self._idle:
+            return
+        frames = np.stack(self._idle)
+        self._idle = []
+        flat = frames.ravel()
+        if len(flat) >= self._search_len:
+            self._mic = flat[-self._search_len :].copy()
+        else:
+            self._mic = np.concatenate([self._mic[len(flat) :], flat])
+        spec = np.fft.rfft(frames * self._win[None, :], axis=1)
+        pxs = (np.abs(spec) ** 2) / self._win_power
+        for px in pxs:
+            self._track_noise(px)
 
     def _track_noise(self, px: np.ndarray) -> None:
         # Minimum-statistics style floor: falls at once, rises slowly.
