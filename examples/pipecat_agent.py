@@ -50,6 +50,7 @@ import asyncio
 import logging
 import os
 import sys
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,9 @@ from pipecat.frames.frames import (
     LLMFullResponseStartFrame,
     LLMTextFrame,
     MetricsFrame,
+    OutputAudioRawFrame,
     OutputTransportMessageUrgentFrame,
     TranscriptionFrame,
-    TTSAudioRawFrame,
     UserStoppedSpeakingFrame,
 )
 from pipecat.metrics.metrics import ProcessingMetricsData, TTFBMetricsData
@@ -85,6 +86,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TTSService
+from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit_pipecat import (
     EchoReferenceTap,
@@ -279,7 +281,7 @@ def offline_stt() -> FrameProcessor:
 
 class StageReporter(BaseObserver):
     """Tells the caller (transport messages) what each reply cost, measured
-    on the pipeline clock, once the reply's first audio leaves the TTS.
+    on the pipeline clock, once the reply's first audio is written to the caller.
 
     Per turn end (``UserStoppedSpeakingFrame``, i.e. turnkit's detector
     decided): ``decision_at_s`` / ``speech_end_s`` on the audio clock (the
@@ -287,10 +289,10 @@ class StageReporter(BaseObserver):
     ``eot_delay_ms`` (their difference); ``decision_lag_ms``, how long after
     the audio it decided on arrived the decision came out (the agent's
     queueing and model time); ``decision_to_audio_ms``, the turn end to the
-    first TTS audio after it; split, where the reply's first LLM token came
+    first audio the output transport wrote to the caller after it; split, where the reply's first LLM token came
     after the turn end (not a kept draft), into ``decision_to_token_ms``
     (waiting for a segmented STT's transcript, the request, the TTFT) and
-    ``token_to_audio_ms`` (sentence aggregation and synthesis). And Pipecat's own metrics:
+    ``token_to_audio_ms`` (sentence aggregation, synthesis, output). And Pipecat's own metrics:
     ``stt_ms`` (the STT's processing time of the last segment), ``llm_ttft_ms``
     and ``tts_ttfb_ms`` (TTFB of the LLM and TTS services). Also each reply's
     text (``bot-text``)."""
@@ -309,17 +311,27 @@ class StageReporter(BaseObserver):
         self._first_token: float | None = None
         self._audio0: float | None = None  # when the caller's audio time 0 was
         self._samples = 0
-        self._seen: set[int] = set()
+        self._mono0: float | None = None
         self.sent: list[dict[str, Any]] = []
 
     async def on_push_frame(self, data: FramePushed) -> None:
         frame = data.frame
-        if id(frame) in self._seen:
-            return  # observers see every hop: the first push counts
-        if len(self._seen) > 4096:
-            self._seen.clear()
-        self._seen.add(id(frame))
         t = data.timestamp / 1e9
+        # The pipeline clock counts from the pipeline's start; observers run a
+        # little after each push, so the smallest ``now - timestamp`` seen is
+        # that start on the host's monotonic clock (which a caller on the same
+        # host shares: it can place the agent's moments on its own timeline).
+        offset = time.monotonic() - t
+        if self._mono0 is None or offset < self._mono0:
+            self._mono0 = offset
+        if isinstance(frame, OutputAudioRawFrame) and isinstance(data.source, BaseOutputTransport):
+            # The output transport passes audio on once it has written it to
+            # the caller: the reply's first audio on the line.
+            if self.turn is not None:
+                self._reply_audio(t)
+            return
+        if not data.first_push:
+            return  # observers see every hop: the first push counts
         if isinstance(frame, MetricsFrame):
             for m in frame.data:
                 value = getattr(m, "value", None)
@@ -350,8 +362,6 @@ class StageReporter(BaseObserver):
             self.ttfb.clear()
         elif isinstance(frame, LLMTextFrame) and self._first_token is None:
             self._first_token = t
-        elif isinstance(frame, TTSAudioRawFrame) and self.turn is not None:
-            self._reply_audio(t)
 
     def _turn_end(self, t: float) -> None:
         eng = self.engine
@@ -365,6 +375,8 @@ class StageReporter(BaseObserver):
                 "speech_end_s": round(end, 4),
                 "eot_delay_ms": round((at - end) * 1000, 1),
             }
+            if self._mono0 is not None:
+                self.turn["decision_mono"] = round(self._mono0 + t, 4)
             if self._audio0 is not None:
                 self.turn["decision_lag_ms"] = round(max(0.0, t - self._audio0 - at) * 1000, 1)
 
@@ -372,6 +384,8 @@ class StageReporter(BaseObserver):
         assert self.turn is not None
         d: dict[str, Any] = {"type": "turnkit-metrics", **self.turn}
         d["decision_to_audio_ms"] = round((t - self._stop) * 1000, 1)
+        if self._mono0 is not None:
+            d["audio_out_mono"] = round(self._mono0 + t, 4)
         tok = self._first_token
         if tok is not None and self._stop <= tok <= t:
             d["decision_to_token_ms"] = round((tok - self._stop) * 1000, 1)

@@ -355,8 +355,9 @@ def _fed_config(base: Any, st: dict[str, float]) -> Any:
     calls compute) and ``decision_to_audio_ms`` (turn end to the reply's
     first TTS audio: waiting for a segmented STT's transcript, the LLM
     request and TTFT, sentence aggregation, the TTS). Fed: LLM TTFT = lag +
-    decision-to-audio, TTS TTFB = 0, no separate compute or STT delay (both
-    are in there). What is left between live and predicted is then the
+    decision-to-audio, TTS TTFB = 0, no separate compute (it is in the lag),
+    and the STT's measured processing time as the transcription delay (the
+    replay's detector then sees the words as late as the agent's did). What is left between live and predicted is then the
     detector's decision time (agent vs replay, on the same audio) and the
     transport. Without those figures, the plain ``llm_ttft_ms`` /
     ``tts_ttfb_ms`` and ``stt_ms`` are fed."""
@@ -365,7 +366,8 @@ def _fed_config(base: Any, st: dict[str, float]) -> Any:
             update={
                 "llm_ttft_ms": f"{st.get('decision_lag_ms', 0.0) + st['decision_to_audio_ms']:.1f}",
                 "tts_ttfb_ms": "0",
-                "stt_delay_ms": 0.0,
+                # The transcript reaches a text-reading detector this late.
+                "stt_delay_ms": st.get("stt_ms", 0.0),
                 "count_compute": "decision_lag_ms" not in st,
             }
         )

@@ -65,6 +65,7 @@ class LiveCall:
     interruptions: list[float] = field(default_factory=list)
     failure: str | None = None
     cut_short: bool = False  # the call ended before the caller was done
+    t0_monotonic: float | None = None  # caller time 0 on this host's monotonic clock
     wall_s: float = 0.0
     chunks: int = 0
 
@@ -114,6 +115,7 @@ async def dial_call(rec: Recording, transport: Transport, url: str, config: Dial
         call.caller = caller[:0]
         return call
     t0 = loop.time()
+    call.t0_monotonic = time.monotonic() - (loop.time() - t0)
     closed_at: list[float] = []
     error: list[str] = []
     heard_last = [-1.0]  # caller-time where the latest audible chunk ends

@@ -203,10 +203,32 @@ def turn_stages(call: LiveCall, replies: list[Reply]) -> dict[int, dict[str, flo
                 turn = best.turn
         if turn is None:
             continue
-        out.setdefault(
-            turn, {k: float(m[k]) for k in STAGE_KEYS if isinstance(m.get(k), int | float)}
-        )
+        if turn in out:
+            continue
+        st = {k: float(m[k]) for k in STAGE_KEYS if isinstance(m.get(k), int | float)}
+        _shared_clock(call, m, st)
+        out[turn] = st
     return out
+
+
+def _shared_clock(call: LiveCall, m: dict[str, Any], st: dict[str, float]) -> None:
+    """With the agent on this host, its ``decision_mono`` / ``audio_out_mono``
+    (the monotonic clock, shared by every process here) put its decision and
+    its first written audio on the caller's timeline: the lag then includes
+    the input transport, which the agent's own estimate cannot see. A remote
+    agent's clock gives nonsense here (more than a minute off), and is left
+    out."""
+    dm, am, at = m.get("decision_mono"), m.get("audio_out_mono"), m.get("decision_at_s")
+    if call.t0_monotonic is None or not all(isinstance(x, int | float) for x in (dm, am, at)):
+        return
+    decided = float(dm) - call.t0_monotonic  # type: ignore[arg-type]
+    out = float(am) - call.t0_monotonic  # type: ignore[arg-type]
+    lag = decided - float(at)  # type: ignore[arg-type]
+    if not (-0.05 <= lag <= 60.0 and 0.0 <= out - decided <= 60.0):
+        return
+    st["decision_lag_ms"] = round(max(0.0, lag) * 1000, 1)
+    st["decision_to_audio_ms"] = round((out - decided) * 1000, 1)
+    st["shared_clock"] = 1.0
 
 
 def explain_missed(
