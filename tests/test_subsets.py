@@ -50,6 +50,17 @@ def test_subset_figures_on_known_rows() -> None:
     assert subset_table([{"detector": "x", "subsets": {}}]) is None
 
 
+def test_subset_table_prints_a_spec_as_text_not_markup() -> None:
+    """A detector spec is user text: brackets in it print as written (an
+    unescaped ``[/x]`` would raise rich's MarkupError, ``[bold]`` vanish)."""
+    figs = {"calls": 1, "turns": 2, "response_ms": {"p50": 500.0, "p95": 900.0}}
+    spec = "fused:profile=[bold]x[/bold][/nope]"
+    console = Console(record=True, width=200)
+    console.print(subset_table([{"detector": spec, "subsets": {"natural": figs}}]))
+    text = console.export_text()
+    assert spec in text and "500 ms" in text
+
+
 def test_replay_reports_each_subset(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     proc = subprocess.run(
