@@ -82,7 +82,8 @@ class EndFrame(DataFrame):
 
 @dataclass(slots=True, kw_only=True)
 class CancelFrame(SystemFrame):
-    """Immediate stop: overtakes everything."""
+    """Immediate stop of the pipeline: a system frame, so it overtakes every
+    queued data frame (nothing after it is processed)."""
 
 
 # --- audio -------------------------------------------------------------------
@@ -144,6 +145,9 @@ class VADSpeechStoppedFrame(SystemFrame):
 
 @dataclass(slots=True, kw_only=True)
 class Word:
+    """One recognised word and when it was spoken (seconds, caller timeline),
+    as a recogniser's word timestamps give it."""
+
     text: str
     start: float
     end: float

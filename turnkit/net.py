@@ -218,6 +218,9 @@ class FetchError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
+    """An HTTP answer as read in full: status code, body bytes and headers
+    (``text`` decodes the body as UTF-8, replacing what is not)."""
+
     status_code: int
     content: bytes
     headers: dict[str, str]

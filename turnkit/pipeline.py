@@ -64,6 +64,9 @@ def collect_errors() -> Iterator[list[str]]:
 
 
 class FrameDirection(Enum):
+    """Which way a frame travels through the pipeline: downstream (from the
+    microphone towards the speaker) or upstream (back towards the source)."""
+
     DOWNSTREAM = "downstream"
     UPSTREAM = "upstream"
 

@@ -37,6 +37,10 @@ TEN_PUBLISHED = {"finished": 0.9064, "unfinished": 0.9844, "wait": 0.91}
 
 @runtime_checkable
 class TextScorer(Protocol):
+    """What ``turnkit eot eval`` needs of a detector's text scorer: P(end of
+    turn) for a caller transcript given the agent's last words, and the
+    ``threshold`` at or above which that P counts as "finished"."""
+
     threshold: float
 
     def predict(self, text: str, agent_text: str = "") -> float: ...

@@ -193,6 +193,11 @@ def _logit(p: float) -> float:
 
 
 class FusedParams(DetectorParams):
+    """Options of ``fused``: which evidence it fuses (Smart Turn audio, the
+    semantic-text model, an LLM) and with what weights, the patience profile
+    and ``scale`` that set its waits, and the P(end) at which it signals eager
+    and commits (``confidence`` overrides the profile's)."""
+
     profile: Literal["auto", "default", "patient", "snappy"] = "auto"
     audio: Literal["auto", "on", "off"] = Field(
         "auto", description="Smart Turn: auto = use it when pipecat-ai is installed"

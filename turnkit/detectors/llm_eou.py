@@ -48,6 +48,11 @@ def _calibrated_threshold(model: str) -> float:
 
 
 class LLMEouParams(DetectorParams):
+    """Options of ``llm-eou``: the engine it asks (``base_url``, ``model``,
+    ``timeout_ms``), the P(end) ``threshold`` read from its next-token
+    logprobs, the waits for a complete or incomplete verdict, and the silence
+    that ends a turn when the engine fails (``fallback_ms``)."""
+
     base_url: str = Field("http://127.0.0.1:8080/v1", description="OpenAI-compatible API root")
     model: str = Field("", description="model name to send; empty: the engine's default")
     threshold: float = Field(

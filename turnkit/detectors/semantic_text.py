@@ -38,6 +38,11 @@ DEFAULT_EAGER_THRESHOLD = 0.34
 
 
 class SemanticTextParams(DetectorParams):
+    """Options of ``semantic-text``: the P(end) from the transcript at or
+    above which a pause of ``min_wait_ms`` ends the turn (``threshold``),
+    the eager signal's P, and the longest wait when the text reads
+    unfinished (``max_wait_ms``)."""
+
     threshold: float = Field(
         DEFAULT_THRESHOLD,
         ge=0,
@@ -102,6 +107,12 @@ class SemanticTextScorer:
 
 @register
 class SemanticTextDetector(EndOfTurnDetector):
+    """Decides the caller's turn is over from the transcript alone: the
+    semantic-text model's P(end) for the words so far (the agent's last
+    reply as context) sets how long the endpointing waits in a pause
+    (``min_wait_ms`` when it reads finished, up to ``max_wait_ms`` when not);
+    VAD silence is the only audio evidence."""
+
     name = "semantic-text"
     Params = SemanticTextParams
     params: SemanticTextParams

@@ -22,6 +22,9 @@ __all__ = ["SilenceDetector"]
 
 
 class SilenceParams(DetectorParams):
+    """Options of ``silence``: ``stop_ms`` of VAD silence ends a turn (the
+    one knob, swept by ``--sweep``)."""
+
     stop_ms: float = Field(
         800.0,
         ge=0,

@@ -142,6 +142,11 @@ class SmartTurnModel:
 
 
 class SmartTurnParams(DetectorParams):
+    """Options of ``smart-turn``: the P(complete) from the last ``window_s``
+    of caller audio at or above which the model's "done" is taken, the eager
+    signal's P, and the waits for a complete (``min_wait_ms``) or incomplete
+    (``max_wait_ms``) verdict."""
+
     threshold: float = Field(
         0.5,
         gt=0,

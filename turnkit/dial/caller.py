@@ -45,6 +45,10 @@ AUDIBLE_RMS = 10 ** (-45 / 20)  # the same -45 dBFS as the agent-turn measure
 
 @dataclass(frozen=True)
 class DialConfig:
+    """How long ``turnkit dial`` waits: to connect, for the whole call, for
+    the agent's first audio after a caller turn (beyond it the turn counts
+    as missed, as in the replay), and the tail kept after the last event."""
+
     connect_timeout_s: float = 10.0
     call_timeout_s: float = 120.0
     answer_timeout_s: float = 5.0  # the replay's missed-turn timeout

@@ -67,6 +67,10 @@ AgentEvent = AgentAudio | AgentMessage | AgentInterrupted
 
 
 class Connection(Protocol):
+    """One live call to an agent: sends the caller's microphone frames and
+    yields what the agent sends back (audio, messages, interruptions) until
+    it hangs up."""
+
     async def send_audio(self, pcm16: bytes) -> None:
         """One frame of the caller's microphone: 16 kHz mono int16 bytes."""
         ...
@@ -79,6 +83,9 @@ class Connection(Protocol):
 
 
 class Transport(Protocol):
+    """A way of reaching an agent (``name``: ``websocket``, ``webrtc``):
+    opens a :class:`Connection` to a URL or raises :class:`DialError`."""
+
     name: str
 
     async def connect(self, url: str, timeout_s: float) -> Connection:

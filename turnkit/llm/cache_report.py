@@ -72,6 +72,10 @@ class ReportError(ValueError):
 
 @dataclass(slots=True)
 class CacheStats:
+    """Prefix-cache figures of one source (a log or a replayed run): prompt
+    tokens computed anew vs served from the cache over the prefills counted
+    (prefills of ``min_tokens`` or fewer are skipped), and the share cached."""
+
     source: str
     new_tokens: int = 0
     cached_tokens: int = 0

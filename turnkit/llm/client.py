@@ -114,7 +114,9 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ChatResult:
-    """A whole answer (:meth:`ChatClient.complete`)."""
+    """A whole answer (:meth:`ChatClient.complete`): its text and tool calls,
+    when the first token and the last arrived, the engine's usage and cached
+    prompt tokens, and why it stopped."""
 
     text: str
     ttft_ms: float | None

@@ -152,6 +152,10 @@ def arrival_times(n: int, mean_gap_s: float, kind: str, rng: random.Random) -> l
 
 @dataclass(frozen=True, slots=True)
 class TurnPlan:
+    """One planned caller turn of a load-test call: what the caller says,
+    how long it thinks first, whether the reply needs a tool call or a
+    background request, and the live-status block's version it sees."""
+
     user_text: str
     think_s: float
     tool: bool
@@ -161,6 +165,9 @@ class TurnPlan:
 
 @dataclass(frozen=True, slots=True)
 class CallPlan:
+    """One planned load-test call: which agent prompt it uses, when it
+    arrives, the per-call values filled into the prompt, and its turns."""
+
     index: int
     agent: int
     arrival_s: float
@@ -276,6 +283,10 @@ def plan_calls(cfg: LoadConfig) -> list[CallPlan]:
 
 @dataclass(slots=True)
 class RequestRecord:
+    """One request the load test made (prewarm, reply, tool call, tool
+    follow-up, background): when it started, its TTFT and total time, its
+    prompt and cached tokens, or its error; ``ok`` when it produced a token."""
+
     call: int
     agent: int
     turn: int  # -1 for the prewarm
@@ -294,6 +305,10 @@ class RequestRecord:
 
 @dataclass(slots=True)
 class LoadReport:
+    """What one load-test run measured: every request's record, how long
+    it ran and why it stopped early; :meth:`summary` gives the figures
+    (caller-facing TTFT percentiles, SLO attainment, cache share)."""
+
     config: LoadConfig
     records: list[RequestRecord] = field(default_factory=list)
     duration_s: float = 0.0

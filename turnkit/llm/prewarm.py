@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class PrewarmShot:
+    """One prewarm request: its TTFT and total time, and how many of its
+    prompt tokens the engine's prefix cache already held."""
+
     ttft_ms: float | None
     total_ms: float
     prompt_tokens: int | None

@@ -98,6 +98,10 @@ def check_body(data: Any, name: str) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class Span:
+    """Where one field of a chat body (a message's content, a tool) lies in
+    its canonical rendering: the label's start, the value's start and end,
+    the field's name, and its message index and role."""
+
     start: int  # the label ("<system> content: ")
     value_start: int
     end: int  # after the value's newline
@@ -179,7 +183,9 @@ def canonical_render(body: dict[str, Any]) -> CanonicalRendering:
 
 
 class EngineError(RuntimeError):
-    pass
+    """The engine could not tokenize or template a body (unreachable,
+    an HTTP error, an answer of the wrong shape): the lint falls back or
+    reports it, in one line."""
 
 
 class EngineTokenizer:
@@ -290,6 +296,10 @@ _WARN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 
 @dataclass(frozen=True, slots=True)
 class Warning_:
+    """A value in the shared top of a prompt (leading system messages and
+    tools) that looks per-call (a timestamp, an id, a phone number): it would break the
+    prefix cache across calls. ``kind`` says what it looks like."""
+
     file: str
     kind: str
     field: str
@@ -326,6 +336,10 @@ def find_warnings(name: str, rendering: CanonicalRendering) -> list[Warning_]:
 
 @dataclass(slots=True)
 class LintReport:
+    """The prompt lint's verdict over a set of chat bodies: how much of each
+    pair's prompt is shared (in tokens or characters, and by which method),
+    where they first diverge, the per-call-looking values, and any errors."""
+
     unit: str  # "tokens" | "chars"
     method: str  # "engine-template", "engine-chat", "canonical" (tokens) or "canonical-chars"
     files: list[dict[str, Any]] = field(default_factory=list)

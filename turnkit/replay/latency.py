@@ -27,7 +27,9 @@ MIN_LATENCY_MS = 1e-3
 
 
 class LatencySpecError(ValueError):
-    pass
+    """A latency option that is neither a number of milliseconds (0 to the
+    maximum) nor percentiles like ``p50=300,p95=900``: the CLI names the
+    option, exit 2."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,10 @@ __all__ = ["OracleTranscriber", "TimedWord", "normalize_text", "oracle_words"]
 
 @dataclass(frozen=True, slots=True)
 class TimedWord:
+    """One word of the labelled transcript with the time it was spoken
+    (spread evenly over its speech span), the utterance it belongs to, and
+    whether it ends its span (a recogniser's final-segment boundary)."""
+
     text: str
     start: float
     end: float

@@ -69,6 +69,9 @@ class RecorderError(ValueError):
 
 @dataclass(slots=True)
 class SpeechSpan:
+    """A stretch of speech the recorder's VAD heard (seconds on the call's
+    timeline)."""
+
     start: float
     end: float
 

@@ -39,6 +39,10 @@ __all__ = ["PipecatWebsocketConnection", "PipecatWebsocketTransport"]
 
 
 class PipecatWebsocketConnection:
+    """A call over Pipecat's websocket serializer: caller audio goes out as
+    protobuf ``Frame.audio`` at 16 kHz; incoming frames become agent audio,
+    messages and interruptions; a closed socket is the hang-up."""
+
     def __init__(self, ws: websockets.ClientConnection) -> None:
         self._ws = ws
 

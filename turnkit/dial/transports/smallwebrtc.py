@@ -65,6 +65,11 @@ class _CallerTrack(MediaStreamTrack):
 
 
 class SmallWebRTCConnection:
+    """A call over Pipecat's SmallWebRTC transport (aiortc): the caller's
+    frames feed an outgoing audio track; the agent's track is queued as
+    agent audio (at its own sample rate); a failed peer connection is a
+    :class:`DialError`, a closed one the hang-up."""
+
     def __init__(self, pc: RTCPeerConnection, mic: _CallerTrack) -> None:
         self._pc = pc
         self._mic = mic
