@@ -49,9 +49,14 @@ def check_call(d: Path) -> dict:
         ai = sf.info(d / m["audio"]["agent"])
         assert ai.channels == 1 and ai.samplerate in (8000, 16000)
         assert abs(ai.duration - dur) < 0.01, (ai.duration, dur)
-    ev = m["events"]
-    starts = [e["start"] for e in ev]
+    tools = [e for e in m["events"] if e["type"] == "tool_call"]
+    n_turns = sum(1 for e in m["events"] if e["type"] == "caller_turn")
+    for t in tools:  # labels only: when the recorded agent called a tool
+        assert 0 <= t["turn"] < n_turns and 0 <= t["start"] <= dur and t["duration_s"] >= 0, t
+        assert t["effect"] in ("read", "write") and (t["effect"] == "write" or not t.get("confirm"))
+    starts = [e["start"] for e in m["events"]]
     assert starts == sorted(starts), "events not sorted"
+    ev = [e for e in m["events"] if e["type"] != "tool_call"]
     for e in ev:
         assert e["type"] in TYPES, e
         assert 0 <= e["start"] < e["end"] <= dur, (e["type"], e["start"], e["end"], dur)

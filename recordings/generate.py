@@ -54,10 +54,49 @@ MIN_BARGE_S = 1.2  # a barge-in starts at least this long into the agent turn
 #   agent turn's start: a barge-in; the agent stops `stop` s later),
 #   noise_before (kind placed in the gap before this turn).
 # Agent opts: gap (s after previous caller end; default seeded 1.2-1.7 s), bc [(offset_s, text)],
-#   noise [(offset_s, kind)] relative to the agent's speech start.
+#   noise [(offset_s, kind)] relative to the agent's speech start, tools [dict(name,
+#   arguments, effect, duration_s, confirm?, result?, offset?)]: tool calls the agent made
+#   answering the caller turn before it (`tool_call` events; start = that turn's end +
+#   offset, default 0.2 s; JSON labels only, no audio).
 # Call opts: seed, agent_voice, bg (None | (color, dBFS)), echo (None |
 #   (gain_dB, delay_ms)), caller_peak.
 # ---------------------------------------------------------------------------
+# Tool calls of the recorded agent (see the agent opts above): a slow read (a
+# filler covers it), a write that needs the caller's yes (asked in the reply,
+# answered in the next caller turn), a slow write.
+LOOKUP_ORDER = dict(
+    name="lookup_order",
+    arguments={"email": "*@gmail.com"},
+    effect="read",
+    duration_s=1.8,
+    result="order 4471: shipped yesterday, arrives Thursday",
+)
+FIND_AND_BOOK = [
+    dict(
+        name="find_slots",
+        arguments={"days": ["thursday", "friday"], "part": "morning"},
+        effect="read",
+        duration_s=0.4,
+        result="friday 09:00 with doctor Lee",
+    ),
+    dict(
+        name="book_appointment",
+        arguments={"day": "friday", "time": "09:00"},
+        effect="write",
+        duration_s=0.6,
+        confirm=True,
+        result="booked: friday 09:00, doctor Lee",
+        offset=0.7,
+    ),
+]
+REFUND_CHARGE = dict(
+    name="refund_charge",
+    arguments={"charge": "second", "amount": 24},
+    effect="write",
+    duration_s=1.4,
+    result="refund R-5521 issued",
+)
+
 CALLS = [
     dict(
         id="easy-order-status-01",
@@ -74,7 +113,7 @@ CALLS = [
             (
                 "A",
                 "Thanks. Your order shipped yesterday and should arrive on Thursday. Is there anything else?",
-                {},
+                {"tools": [LOOKUP_ORDER]},
             ),
             ("C", "No, that's all. Thank you.", {}),
             ("A", "You're welcome. Have a great day.", {}),
@@ -304,7 +343,7 @@ CALLS = [
             (
                 "A",
                 "Okay. I've refunded the second charge. It takes three to five days to appear.",
-                {},
+                {"tools": [REFUND_CHARGE]},
             ),
             ("C", "Great, thanks.", {}),
         ],
@@ -402,7 +441,7 @@ CALLS += [
             ("C", "Hello I need to move my appointment to another day.", {}),
             ("A", "Of course. Which day would work better for you?", {}),
             ("C", "Um, maybe Thursday or uh {0.5m} Friday morning.", {}),
-            ("A", "Friday at nine is open. Should I book that?", {}),
+            ("A", "Friday at nine is open. Should I book that?", {"tools": FIND_AND_BOOK}),
             ("C", "Yeah Friday at nine is perfect for me.", {}),
             (
                 "A",
@@ -895,6 +934,18 @@ def echo_path(rng, gain_db, delay_ms):
 # ---------------------------------------------------------------------------
 # one call
 # ---------------------------------------------------------------------------
+def tool_events(tools, events, caller_end):
+    """`tool_call` events for the caller turn that ended at ``caller_end`` (the
+    latest in ``events``): start = its end (as written, to the ms) + offset."""
+    turn = sum(1 for ev in events if ev["type"] == "caller_turn") - 1
+    out = []
+    for tc in tools:
+        tc = dict(tc)
+        off = tc.pop("offset", 0.2)
+        out.append({"type": "tool_call", "turn": turn, "start": r3(r3(caller_end) + off), **tc})
+    return out
+
+
 def make_call(spec, caller: Caller, out_dir: Path):
     rng = np.random.default_rng(spec["seed"])
     T = 45 * SR
@@ -983,6 +1034,7 @@ def make_call(spec, caller: Caller, out_dir: Path):
             )
             ev = {"type": "agent_turn", "start": s, "end": e, "text": text}
             events.append(ev)
+            events.extend(tool_events(opts.get("tools", []), events, last_caller_end))
             agent_clips.append({"t0": t0, "clip": clip, "event": ev})
             last_agent = {"start": s, "end": e, "idx": len(agent_clips) - 1}
             for off, bc in opts.get("bc", []):
@@ -1024,7 +1076,14 @@ def make_call(spec, caller: Caller, out_dir: Path):
         sf.write(d / "caller.wav", mix, SR, subtype="PCM_16")
     sf.write(d / "agent.wav", resample(agent, SR, AGENT_SR), AGENT_SR, subtype="PCM_16")
 
-    order = {"caller_turn": 0, "agent_turn": 1, "backchannel": 2, "echo": 3, "noise": 4}
+    order = {
+        "caller_turn": 0,
+        "agent_turn": 1,
+        "backchannel": 2,
+        "echo": 3,
+        "noise": 4,
+        "tool_call": 5,
+    }
     events.sort(key=lambda ev: (r3(ev["start"]), order[ev["type"]]))
 
     def rnd(o):

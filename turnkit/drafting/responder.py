@@ -25,6 +25,12 @@ and the tool gate's answers:
 * **Barge-in** (``on_interrupted``): the live reply's stream is closed, its
   in-flight reads cancelled, and no more text is emitted; a running write
   finishes (the gate shields it).
+* **Cancel-pending** (``on_cancel_pending``): the caller went on before any
+  of the reply played, so the end was premature: the reply is dropped as on
+  a barge-in, the history forgets it and the turn's words so far, and the
+  next confirmed end *continues* the same turn (same turn id: the gate's
+  write ledger answers a write the dropped reply already started, so it
+  never runs twice).
 * **Engine failure**: a failed draft is dropped quietly (the confirmed turn
   makes a fresh request); a confirmed reply that fails before any of its
   text went out is retried up to ``retries`` times as a fresh request, and
@@ -35,11 +41,26 @@ and the tool gate's answers:
   and the tool results go back to the engine for the next round (at most
   ``max_tool_rounds``).
 
+* **Spoken confirmation**: a ``confirm=True`` write waits in the gate for
+  the caller's yes; the next confirmed turn's words decide it
+  (:func:`spoken_yes`: a plain yes runs it, anything else declines it)
+  before that turn begins. A draft never decides it.
+
 Output goes to ``emit`` as :class:`~turnkit.frames.LLMTextFrame` events, in
 order, for one reply at a time. ``history`` holds the conversation as OpenAI
 chat messages (the system prompt first): the caller's words on a confirmed
-turn, tool rounds, and the agent's reply as far as it was emitted (the
-playback-aware truncation of ``turnkit.barge_in`` cuts it to what was heard).
+turn, tool rounds, and the agent's reply. With a
+:class:`~turnkit.barge_in.cursor.PlaybackCursor` (``cursor``), the reply in
+the history is what the caller *heard*: the text emitted goes to the cursor,
+the host reports playback to it (started, marks, stopped), and a reply that
+is interrupted or superseded — while it streams or after its text is all
+out but its audio still plays — is cut to the words heard
+(:func:`~turnkit.barge_in.truncation.truncate_history`; a reply nothing of
+which played is removed). Without a cursor it is the text emitted.
+
+The engine is anything with :class:`ChatClient`'s ``stream`` (the
+:class:`ChatEngine` protocol): the live client, or the replay's simulated
+engine on the virtual clock (:mod:`turnkit.replay.engine`).
 
 The host — :class:`ResponderProcessor` in turnkit's pipeline, or a Pipecat /
 LiveKit plugin — only forwards signals. Example::
@@ -56,13 +77,16 @@ import asyncio
 import inspect
 import json
 import logging
+import re
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from turnkit.barge_in.cursor import PlaybackCursor
+from turnkit.barge_in.truncation import truncate_history
 from turnkit.clock import Clock
 from turnkit.drafting.drafter import Draft, EagerDrafter
 from turnkit.drafting.tools import DraftContext, ToolGate, Turn
@@ -84,12 +108,86 @@ from turnkit.frames import (
 from turnkit.llm.client import ChatClient, LLMError
 from turnkit.pipeline import FrameDirection, FrameProcessor
 
-__all__ = ["Responder", "ResponderParams", "ResponderProcessor", "ResponderStats"]
+__all__ = [
+    "ChatEngine",
+    "EngineStream",
+    "Responder",
+    "ResponderParams",
+    "ResponderProcessor",
+    "ResponderStats",
+    "spoken_yes",
+]
 
 log = logging.getLogger(__name__)
 
 Emit = Callable[[LLMTextFrame], Awaitable[None] | None]
 STATS_KEEP = 1000  # per-request samples kept in ResponderStats
+
+
+class _ToolCallLike(Protocol):
+    id: str
+    name: str
+    arguments: str
+
+
+@runtime_checkable
+class EngineStream(Protocol):
+    """One streamed answer, as :class:`~turnkit.llm.client.ChatStream` gives
+    it: ``async with`` it (leaving closes it: the engine aborts), iterate
+    the text deltas, then read ``tool_calls`` and ``ttft_ms``."""
+
+    @property
+    def ttft_ms(self) -> float | None: ...
+
+    tool_calls: Sequence[_ToolCallLike]
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    def __aiter__(self) -> AsyncIterator[str]: ...
+
+
+@runtime_checkable
+class ChatEngine(Protocol):
+    """What :class:`Responder` uses of an engine: :meth:`ChatClient.stream`."""
+
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = 0.0,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> Any: ...
+
+
+_YES = re.compile(
+    r"^(?:yes|yeah|yep|yup|ya|sure|correct|right|ok|okay|absolutely|definitely|perfect|"
+    r"please do|go ahead|do it|that works|sounds good|that's right|that is right|exactly)\b"
+)
+_NO = re.compile(
+    r"\b(?:no|nope|not|don't|do not|dont|wait|cancel|stop|hold on|actually|never mind)\b"
+)
+
+
+def spoken_yes(text: str) -> bool:
+    """Whether the caller's turn is a plain yes to a confirmation question.
+
+    Evidence: the turn's words only. A yes word at the start ("yes", "yeah",
+    "sure", "correct", "that works", ...) and no negation or hedge anywhere
+    ("no", "not", "wait", "actually", "cancel", ...). Anything else is not a
+    yes: a write that needs the caller's yes runs only on a clear one.
+
+    Example::
+
+        spoken_yes("Yeah Friday at nine is perfect for me.")  # True
+        spoken_yes("Yes, but actually make it ten.")          # False
+    """
+    words = re.sub(r"[^\w' ]+", " ", text.lower().replace("’", "'"))
+    words = re.sub(r"\s+", " ", words).strip()
+    words = re.sub(r"^(?:um|uh|oh|well|so|hmm)\s+", "", words)
+    return bool(_YES.match(words)) and not _NO.search(words)
 
 
 class ResponderParams(BaseModel):
@@ -119,6 +217,7 @@ class ResponderStats:
     apologies: int = 0
     interrupted: int = 0
     ignored_ends: int = 0  # turn ends while the agent kept talking
+    cancelled_pending: int = 0  # replies dropped before any of them played
     history_trims: int = 0  # times old turns were dropped from the history
     # The latest STATS_KEEP first-token times (a long call must not grow it forever).
     ttft_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_KEEP))
@@ -149,7 +248,7 @@ class Responder:
 
     def __init__(
         self,
-        client: ChatClient,
+        client: ChatEngine | ChatClient,
         clock: Clock,
         *,
         emit: Emit,
@@ -158,6 +257,7 @@ class Responder:
         gate: ToolGate | None = None,
         fillers: FillerScheduler | None = None,
         params: ResponderParams | None = None,
+        cursor: PlaybackCursor | None = None,
     ) -> None:
         self.client = client
         self.clock = clock
@@ -166,6 +266,13 @@ class Responder:
         self.gate = gate
         self.fillers = fillers
         self.params = params or ResponderParams()
+        self.cursor = cursor
+        # The latest released reply and the turn it answers: its audio may
+        # still play after its text is all out (cut to what was heard on a stop).
+        self._spoken: _Request | None = None
+        self._spoken_cut: int | None = None  # the reply already cut to what was heard
+        self._continues = False  # the next end continues the current turn
+        self._turn_start: int | None = None  # history index of the turn's user message
         # The conversation, kept by the history policy (see _trim_history).
         self.history: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
         self._prefix_len: int | None = None  # the stable prefix, fixed at the first turn
@@ -183,22 +290,24 @@ class Responder:
         """The agent's audio started (True) or stopped (False) playing."""
         self.agent_speaking = playing
 
-    async def on_eager(self, text: str) -> None:
-        """The caller is probably done: maybe start a held draft."""
+    async def on_eager(self, text: str) -> int | None:
+        """The caller is probably done: maybe start a held draft. Returns the
+        draft's reply id, or None when no draft started."""
         if self.drafter is None or self.agent_speaking:
-            return
+            return None
         self._reap()
         draft = self.drafter.on_eager(text)
         self._reap()  # a superseded draft
         if draft is None:
-            return
+            return None
         self.stats.drafts_started += 1
-        turn_id = self._turn_id + 1
+        turn_id = self._turn_id if self._continues else self._turn_id + 1
         ctx = self.gate.start_draft(turn_id, draft.id) if self.gate is not None else None
         req = self._new_request(turn_id, text, ctx)
         req.draft = draft
         self._drafts[draft.id] = req
         self._start(req)
+        return req.reply_id
 
     def on_speech(self) -> None:
         """The caller speaks (again): a draft is void."""
@@ -223,10 +332,20 @@ class Responder:
                 self._reap()
             return None
         self._supersede()
-        self._turn_id += 1
-        self.stats.turns += 1
+        if self.gate is not None:
+            asked = self.gate.current_turn
+            if asked is not None and asked.awaiting_confirmation:
+                # The caller's answer to "shall I ...?" decides the held writes.
+                self.gate.confirm_spoken(asked, yes=spoken_yes(text))
+        continues, self._continues = self._continues, False
+        if not continues:
+            self._turn_id += 1
+            self.stats.turns += 1
         self.history.append({"role": "user", "content": text})
         self._trim_history()
+        self._turn_start = len(self.history) - 1
+        if continues and self.gate is not None and self.gate.current_turn is not None:
+            self.gate.reopen(self.gate.current_turn)
         req: _Request | None = None
         if self.drafter is not None:
             action, draft = self.drafter.on_end(text)
@@ -248,10 +367,14 @@ class Responder:
         return req.reply_id
 
     def on_interrupted(self) -> None:
-        """Barge-in: the live reply stops here."""
+        """Barge-in: the live reply stops here (and the history keeps what
+        the caller heard of it, with a cursor)."""
         self.agent_speaking = False
         req, self._live = self._live, None
         if req is None or req.done:
+            spoken = self._spoken
+            if spoken is not None and spoken.done:
+                self._cut_to_heard(spoken)  # its text was all out; its audio was not
             return
         self.stats.interrupted += 1
         self._finish_history(req, interrupted=True)
@@ -262,6 +385,28 @@ class Responder:
         if self.fillers is not None:
             self.fillers.interrupt()
         self._cancel(req)
+
+    def on_cancel_pending(self) -> None:
+        """The caller went on before any of the live reply played: drop it
+        (see the module docstring); the next end continues this turn."""
+        self.agent_speaking = False
+        req, self._live = self._live, None
+        if req is None:
+            return
+        self.stats.cancelled_pending += 1
+        if not req.done:
+            if self.gate is not None and isinstance(req.ctx, DraftContext | Turn):
+                turn = req.ctx.turn if isinstance(req.ctx, DraftContext) else req.ctx
+                if turn is not None:
+                    self.gate.interrupt(turn)
+            if self.fillers is not None:
+                self.fillers.interrupt()
+            self._cancel(req)
+        if self._turn_start is not None and req.turn_id == self._turn_id:
+            del self.history[self._turn_start :]
+            self._turn_start = None
+            self._continues = True
+        self._spoken = None
 
     async def idle(self) -> None:
         """Wait until every request and output pump has finished."""
@@ -300,6 +445,7 @@ class Responder:
 
     def _release(self, req: _Request) -> None:
         self._live = req
+        self._spoken = req
         req.released.set()
         req.pump = self._spawn(self._pump(req), f"pump-{req.reply_id}")
 
@@ -327,6 +473,11 @@ class Responder:
         if req is not None and not req.done:
             self._finish_history(req, interrupted=True)
             self._cancel(req)
+        spoken, self._spoken = self._spoken, None
+        if spoken is not None and self.cursor is not None and spoken.reply_id in self.cursor:
+            playing = self.cursor.reply(spoken.reply_id).stop_reason is None
+            if playing or spoken is req:
+                self._cut_to_heard(spoken)
 
     def _trim_history(self) -> None:
         """Apply the history policy (``history_turns`` / ``history_tokens``).
@@ -472,6 +623,8 @@ class Responder:
             frame = await req.out.get()
             if frame.text:
                 req.emitted.append(frame.text)
+                if self.cursor is not None:
+                    self.cursor.on_text(req.reply_id, "".join(req.emitted), append=False)
             if frame.final:
                 req.done = True
                 if self._live is req:
@@ -484,11 +637,28 @@ class Responder:
                 return
 
     def _finish_history(self, req: _Request, *, interrupted: bool) -> None:
-        """The reply's tool rounds and the text emitted go into the history."""
+        """The reply's tool rounds and the text emitted go into the history;
+        a stopped reply is then cut to what the caller heard (cursor)."""
         self.history.extend(req.messages)
         text = "".join(req.emitted)
         if text or not interrupted:
             self.history.append({"role": "assistant", "content": text})
+        if interrupted:
+            self._cut_to_heard(req)
+
+    def _cut_to_heard(self, req: _Request) -> None:
+        """Cut ``req``'s text in the history to the words the caller heard,
+        by the cursor's evidence. Only the newest reply can be cut (a later
+        caller turn means it ended before that turn began)."""
+        if self.cursor is None or not req.emitted or self._spoken_cut == req.reply_id:
+            return
+        if self.history and self.history[-1].get("role") == "user":
+            return
+        heard = self.cursor.heard(req.reply_id)
+        if heard.complete:
+            return
+        self.history = truncate_history(self.history, heard, self.cursor.config)
+        self._spoken_cut = req.reply_id
 
 
 def _approx_tokens(message: dict[str, Any]) -> int:

@@ -77,6 +77,7 @@ import hashlib
 import inspect
 import json
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -333,7 +334,11 @@ class ToolGate:
     ``discarded_writes`` (held-back writes of discarded drafts), ``declined_writes``
     (``confirm=True`` writes cancelled by a no or a new turn),
     ``deduplicated_writes`` (write requests answered by the ledger),
-    ``refused_calls`` (calls in a discarded draft or a finished turn).
+    ``refused_calls`` (calls in a discarded draft or a finished turn),
+    ``calls`` (every call made through the gate), ``draft_reads`` (reads run
+    inside an open draft). ``discarded_write_keys`` holds the idempotency
+    keys of the writes discarded drafts asked for (none of which may run
+    unless a confirmed turn asks for the same write again).
 
     Example::
 
@@ -365,6 +370,11 @@ class ToolGate:
         self.declined_writes = 0
         self.deduplicated_writes = 0
         self.refused_calls = 0
+        self.calls = 0
+        self.draft_reads = 0
+        self.discarded_write_keys: set[str] = set()
+        # The latest confirmed turns (their write_keys: the writes they asked for).
+        self.recent_turns: deque[Turn] = deque(maxlen=256)
 
     # --- introspection -------------------------------------------------------
 
@@ -419,6 +429,10 @@ class ToolGate:
             raise ValueError(f"{draft!r} was confirmed; interrupt its turn instead")
         draft.state = "discarded"
         self.discarded_writes += len(draft._intents)
+        for intent in draft._intents:
+            self.discarded_write_keys.add(
+                self.idempotency_key(draft.turn_id, intent.tool.name, intent.args)
+            )
         draft._intents.clear()
         draft._reads.clear()
         self._cancel_all(draft._inflight)
@@ -442,6 +456,7 @@ class ToolGate:
             self._close(cur)
         turn = Turn(turn_id)
         self._turn = turn
+        self.recent_turns.append(turn)
         for d in [d for d in self._drafts if d.turn_id < turn_id]:
             self.discard_draft(d)
         return turn
@@ -485,6 +500,15 @@ class ToolGate:
                 self._decline(turn, key, intent, "the caller did not confirm")
         return list(pending)
 
+    def reopen(self, turn: Turn) -> None:
+        """The caller's turn goes on after its reply was dropped before any
+        of it played (the end was premature): the current ``turn``, if
+        interrupted, takes calls again. Its ledger still answers a write it
+        already ran, so the continued turn asking for it again does not run
+        it twice."""
+        if turn is self._turn and turn.state == "interrupted":
+            turn.state = "live"
+
     def interrupt(self, turn: Turn) -> None:
         """Barge-in on ``turn``: its in-flight reads are cancelled and it takes
         no new calls; running writes finish (or time out) and are recorded;
@@ -518,6 +542,7 @@ class ToolGate:
         recorded in the ledger.
         """
         args = dict(args or {})
+        self.calls += 1
         t = self._tools.get(name)
         if t is None:
             return ToolResult(
@@ -677,6 +702,8 @@ class ToolGate:
                 name=t.name, args=args, ok=cached.ok, value=cached.value, from_draft_cache=True
             )
         self.reads_run += 1
+        if isinstance(ctx, DraftContext) and ctx.state == "open":
+            self.draft_reads += 1
         task = asyncio.get_running_loop().create_task(self._bounded(t, args))
         inflight = ctx._inflight
         inflight.add(task)

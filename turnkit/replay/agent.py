@@ -1,31 +1,44 @@
-"""The replay's stand-in for the agent's LLM and TTS.
+"""The replay's agent audio: when a reply plays, how long, and when it stops.
 
-It does not decide anything about turn-taking: the detector decides when to
-reply and the barge-in policy decides when to stop; this processor turns
-those decisions into agent speech on the virtual clock. A reply's first audio
-comes ``compute + LLM TTFT + TTS TTFB`` after the decision; it plays for the
-time the recording gives it (see :class:`ReplyPlanner`); caller speech
-before its first audio cancels it (the caller went on), and during it asks
-the barge-in policy whether to stop.
+The replay is a host like the others: it decides nothing about the reply.
+What to say, which request, drafts, tool calls and fillers, and the history
+(what the caller heard) are :class:`~turnkit.drafting.responder.Responder`'s
+decisions, on the replay's engine (:mod:`turnkit.replay.engine`); when the
+caller is done is the detector's; whether to stop is the barge-in policy's
+(:meth:`SimulatedAgent._barge_in`, the one place it is consulted). This
+processor forwards the evidence to them and plays the result on the virtual
+clock:
+
+* a confirmed turn (``TurnEndFrame``) goes to :meth:`Responder.on_end` (the
+  request leaves after the detector's compute); the reply's first audio
+  comes ``TTS TTFB`` after its first token (or its first filler frame, for a
+  slow tool, if that is earlier), never before the decision plus compute;
+* it plays for the time the recording gives it (:class:`ReplyPlanner`),
+  reported to the :class:`~turnkit.barge_in.cursor.PlaybackCursor` so that
+  the Responder's history holds the words heard;
+* the barge-in decisions stop it (caller speech that the policy takes for a
+  bid), or cancel it before its first audio (the caller went on).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from turnkit.barge_in.cursor import PlaybackCursor
 from turnkit.barge_in.policy import BargeInPolicy
-from turnkit.barge_in.truncation import heard_prefix, truncate_history
 from turnkit.clock import Clock
-from turnkit.drafting.drafter import EagerDrafter
 from turnkit.frames import (
     AgentAudioStartedFrame,
     AgentAudioStoppedFrame,
     AgentTextFrame,
     AudioInFrame,
+    AudioOutFrame,
     Frame,
+    LLMTextFrame,
     TranscriptFrame,
     TurnEagerFrame,
     TurnEndFrame,
@@ -33,7 +46,10 @@ from turnkit.frames import (
 )
 from turnkit.pipeline import FrameDirection, FrameProcessor
 from turnkit.replay.latency import LatencyModel
-from turnkit.replay.llm_source import SYSTEM_PROMPT, TTFTSource
+
+if TYPE_CHECKING:
+    from turnkit.drafting.responder import Responder
+    from turnkit.replay.engine import SimulatedEngine
 
 __all__ = ["Reply", "ReplyPlanner", "SimulatedAgent"]
 
@@ -43,8 +59,8 @@ class Reply:
     id: int
     decision_at: float
     compute_ms: float
-    latency_ms: float  # sampled LLM TTFT + TTS TTFB
-    audio_due: float  # when its first audio would play
+    latency_ms: float  # decision + compute -> first audio
+    audio_due: float  # when its first audio would play (inf: no token yet)
     turn: int | None  # caller turn it answers (by the labels), if any
     first_audio_at: float | None = None
     planned_end: float | None = None
@@ -56,6 +72,8 @@ class Reply:
     text: str = ""  # what it says (the recorded agent turn's text)
     heard_words: int | None = None  # words the caller heard before a stop
     words: int = 0
+    decided_at: float | None = None  # decision + the detector's compute
+    filler: bool = False  # its first audio was a filler line (a slow tool)
 
     @property
     def audible(self) -> bool:
@@ -71,189 +89,232 @@ class ReplyPlanner(Protocol):
 
 
 class SimulatedAgent(FrameProcessor):
+    """Plays the :class:`Responder`'s replies on the virtual clock (see the
+    module docstring). ``responder`` is attached after construction (its
+    ``emit`` is :meth:`on_llm_text`, its fillers' sink :meth:`on_filler_audio`)."""
+
     def __init__(
         self,
         clock: Clock,
         planner: ReplyPlanner,
         barge_in: BargeInPolicy,
-        llm: TTFTSource,
+        engine: SimulatedEngine,
         tts_ttfb: LatencyModel,
         rng: random.Random,
         count_compute: bool = True,
-        drafter: EagerDrafter | None = None,
+        cursor: PlaybackCursor | None = None,
     ) -> None:
         super().__init__()
         self.clock = clock
         self.planner = planner
         self.barge_in = barge_in
-        self.llm = llm
+        self.engine = engine
         self.tts_ttfb = tts_ttfb
         self.rng = rng
         self.count_compute = count_compute
-        self.drafter = drafter
+        self.cursor = cursor if cursor is not None else PlaybackCursor(clock)
+        self.responder: Responder | None = None
         self.transcript = ""
-        # What the LLM would be asked: caller transcripts and the replies
-        # played, in order (a live engine gets these as chat messages).
-        self.history: list[dict[str, str]] = [{"role": "system", "content": SYSTEM_PROMPT}]
-        self.llm_requests = 0
-        # draft id -> (when its request started, when its first token is ready)
-        self._draft_ready: dict[int, tuple[float, float]] = {}
         self.replies: list[Reply] = []
         self.decisions: list[TurnEndFrame] = []
-        self.ignored_ends = 0  # turn ends while the agent kept talking
         self._pending: Reply | None = None
         self._speaking: Reply | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._draft_sent: dict[int, float] = {}  # draft reply id -> when its request left
 
     @property
     def speaking(self) -> bool:
         return self._speaking is not None
 
+    @property
+    def ignored_ends(self) -> int:
+        """Turn ends while the agent kept talking (the Responder's count)."""
+        return 0 if self.responder is None else self.responder.stats.ignored_ends
+
+    @property
+    def llm_requests(self) -> int:
+        return 0 if self.responder is None else self.responder.stats.requests
+
+    def _r(self) -> Responder:
+        if self.responder is None:
+            raise RuntimeError("SimulatedAgent needs a Responder (agent.responder = ...)")
+        return self.responder
+
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        r = self._r()
         if isinstance(frame, TurnEndFrame):
             self.decisions.append(frame)
-            if self._speaking is not None:
-                # The caller's speech did not stop the agent (the barge-in
-                # policy judged it an acknowledgement or echo): its end is
-                # not a turn to answer, as a live agent still talking knows.
-                self.ignored_ends += 1
-                if self.drafter is not None:
-                    self.drafter.on_ignored()
-            else:
-                await self._start_reply(frame)
+            await self._decide(frame)
         elif isinstance(frame, TurnEagerFrame):
-            await self._start_draft(frame)
+            await self._eager(frame)
         elif isinstance(frame, TranscriptFrame):
             self.transcript = frame.text
-            if self.drafter is not None:
-                self.drafter.on_transcript(frame.text)
+            r.on_transcript(frame.text)
+            await self._barge_in(frame)
+        elif isinstance(frame, TurnResumedFrame):
+            await self._barge_in(frame)
+            r.on_speech()  # the caller went on: a draft is void
+        elif isinstance(frame, AudioInFrame) and frame.vad is not None:
+            await self._barge_in(frame)
+            if frame.vad.started:
+                r.on_speech()
+        await self.engine.idle()
+        await self.push_frame(frame, direction)
+
+    # -- barge-in: the one place its policy is asked ----------------------------
+
+    async def _barge_in(self, frame: Frame) -> None:
+        """Ask the barge-in policy about caller evidence and execute its
+        answer: stop a speaking reply, or cancel one not yet audible when the
+        caller speaks (again) before its first audio."""
+        if isinstance(frame, TranscriptFrame):
             # Words can decide a barge-in ("wait" is a bid, "uh-huh" is not).
             if self.barge_in.on_transcript(frame) and self._speaking is not None:
                 await self._stop(self._speaking, "interrupted")
         elif isinstance(frame, TurnResumedFrame):
             self._cancel_pending()
-            if self.drafter is not None:
-                self.drafter.on_speech()  # the caller went on: the draft is void
         elif isinstance(frame, AudioInFrame) and frame.vad is not None:
             if frame.vad.started:
                 self._cancel_pending()
-                if self.drafter is not None:
-                    self.drafter.on_speech()
             # The policy sees every frame (it tracks speech segments), but
             # only a speaking agent can be stopped.
             stop = self.barge_in.should_stop(frame, frame.vad)
             if stop and self._speaking is not None:
                 await self._stop(self._speaking, "interrupted")
-        await self.push_frame(frame, direction)
 
-    async def _start_reply(self, decision: TurnEndFrame) -> None:
-        self._cancel_pending("superseded")
-        if self._speaking is not None:
-            await self._stop(self._speaking, "superseded")
-        compute = decision.compute_ms if self.count_compute else 0.0
-        now = self.clock.now()
-        decided = now + compute / 1000
-        draft = None
-        saved = 0.0
-        if self.drafter is not None:
-            _, draft = self.drafter.on_end(self.transcript)
-        if draft is not None:
-            # The draft's first token may already be there, or still coming;
-            # a fresh request with the same TTFT would be ready at decided + TTFT.
-            started, ready = self._draft_ready.pop(draft.id)
-            llm_ready = max(decided, ready)
-            saved = (decided + (ready - started) - llm_ready) * 1000
-        else:
-            self.llm_requests += 1
-            llm_ready = decided + await self.llm.ttft_ms(self._messages()) / 1000
-        audio_due = llm_ready + self.tts_ttfb.sample(self.rng) / 1000
-        reply = Reply(
-            id=len(self.replies),
-            decision_at=decision.at,
-            compute_ms=decision.compute_ms,
-            latency_ms=(audio_due - decided) * 1000,
-            audio_due=audio_due,
-            turn=self.planner.turn_for(decision.at),
-            reason=decision.reason,
-            drafted=draft is not None,
-            saved_ms=saved,
-        )
-        self.replies.append(reply)
-        self._pending = reply
+    # -- the Responder's evidence and output -----------------------------------
+
+    def _compute_s(self, frame: TurnEndFrame | TurnEagerFrame) -> float:
+        return frame.compute_ms / 1000 if self.count_compute else 0.0
+
+    async def _eager(self, eager: TurnEagerFrame) -> None:
+        """An eager signal: the Responder may start a held draft."""
+        n = len(self.engine.requests)
+        self.engine.send_after(self._compute_s(eager))
+        reply_id = await self._r().on_eager(self.transcript)
+        await self.engine.idle()
+        if reply_id is not None and len(self.engine.requests) > n:
+            self._draft_sent[reply_id] = self.engine.requests[n].sent_at
+
+    async def _decide(self, decision: TurnEndFrame) -> None:
+        """A confirmed end of turn: the Responder answers it (or ignores it
+        while the agent talks); the reply becomes the pending one."""
+        compute = self._compute_s(decision)
+        self.engine.send_after(compute)
+        reply_id = await self._r().on_end(self.transcript)
+        if reply_id is not None:
+            # The Responder superseded its own reply; so does the playback.
+            self._end_pending("superseded")
+            if self._speaking is not None:
+                await self._stop(self._speaking, "superseded")
+            reply = Reply(
+                id=reply_id,
+                decision_at=decision.at,
+                compute_ms=decision.compute_ms,
+                latency_ms=0.0,
+                audio_due=math.inf,
+                turn=self.planner.turn_for(decision.at),
+                reason=decision.reason,
+                drafted=reply_id in self._draft_sent,
+                decided_at=self.clock.now() + compute,
+            )
+            self.replies.append(reply)
+            self._pending = reply
+        self._draft_sent = {k: v for k, v in self._draft_sent.items() if k == reply_id}
+        await self.engine.idle()
+
+    async def on_llm_text(self, frame: LLMTextFrame) -> None:
+        """The Responder's output: the pending reply's first token (or its
+        end, for an empty answer) sets when its audio plays."""
+        reply = self._pending
+        if reply is None or reply.id != frame.reply_id or reply.audio_due < math.inf:
+            return
+        if not frame.text and not frame.final:
+            return
+        assert reply.decided_at is not None
+        # Held tokens of a draft came earlier (frame.at is when the engine
+        # produced them); nothing plays before the decision is known.
+        llm_ready = max(reply.decided_at, frame.at)
+        sent = self._draft_sent.pop(reply.id, None)
+        if reply.drafted and sent is not None:
+            # A fresh request would have taken as long as the draft's did.
+            reply.saved_ms = (reply.decided_at + (frame.at - sent) - llm_ready) * 1000
+        self._schedule(reply, llm_ready + self.tts_ttfb.sample(self.rng) / 1000)
+
+    async def on_filler_audio(self, frame: AudioOutFrame) -> None:
+        """A filler line's frame (a slow tool in the released reply): the
+        pending reply is audible from its first frame."""
+        reply = self._pending
+        if reply is None or frame.at >= reply.audio_due:
+            return
+        reply.filler = True
+        self._schedule(reply, frame.at)
+
+    def _schedule(self, reply: Reply, due: float) -> None:
+        reply.audio_due = due
+        assert reply.decided_at is not None
+        reply.latency_ms = (due - reply.decided_at) * 1000
+        old = self._tasks.pop(reply.id, None)
+        if old is not None:
+            old.cancel()
         self._tasks[reply.id] = asyncio.create_task(self._play(reply))
 
-    def _messages(self) -> list[dict[str, str]]:
-        return [*self.history, {"role": "user", "content": self.transcript}]
-
-    async def _start_draft(self, eager: TurnEagerFrame) -> None:
-        """An eager signal: a draft request starts now (its tokens are held,
-        nothing is spoken until the turn is confirmed)."""
-        if self.drafter is None or self._speaking is not None:
-            # While the agent talks, caller speech that has not stopped it
-            # is not a turn to draft for (a barge-in stops it first).
-            return
-        draft = self.drafter.on_eager(self.transcript)
-        if draft is None:
-            return
-        self.llm_requests += 1
-        compute = eager.compute_ms if self.count_compute else 0.0
-        start = self.clock.now() + compute / 1000
-        ttft = await self.llm.ttft_ms(self._messages())
-        self._draft_ready[draft.id] = (start, start + ttft / 1000)
+    # -- playback ---------------------------------------------------------------
 
     async def _play(self, reply: Reply) -> None:
-        await self.clock.sleep(reply.audio_due - self.clock.now())
+        await self.clock.sleep(max(0.0, reply.audio_due - self.clock.now()))
         if self._pending is not reply:
             return
         self._pending = None
-        reply.first_audio_at = self.clock.now()
-        reply.planned_end = self.planner.play_until(reply.turn, reply.first_audio_at)
+        now = self.clock.now()
+        reply.first_audio_at = now
+        reply.planned_end = self.planner.play_until(reply.turn, now)
         self._speaking = reply
-        self.barge_in.on_agent_started(self.planner.reply_text(reply.turn), reply.first_audio_at)
         text = reply.text = self.planner.reply_text(reply.turn)
-        self.history += [
-            {"role": "user", "content": self.transcript},
-            {"role": "assistant", "content": text},
-        ]
-        await self.push_frame(AgentAudioStartedFrame(at=reply.first_audio_at, reply_id=reply.id))
+        self.barge_in.on_agent_started(text, now)
+        self.cursor.on_started(reply.id)
+        self.cursor.on_duration(reply.id, reply.planned_end - now)
+        self._r().on_agent_audio(True)
+        await self.push_frame(AgentAudioStartedFrame(at=now, reply_id=reply.id))
         await self.push_frame(
-            AgentTextFrame(at=reply.first_audio_at, reply_id=reply.id, text=text),
-            FrameDirection.UPSTREAM,
+            AgentTextFrame(at=now, reply_id=reply.id, text=text), FrameDirection.UPSTREAM
         )
         await self.clock.sleep(reply.planned_end - self.clock.now())
         if self._speaking is reply:
             self._tasks.pop(reply.id, None)  # finishing normally: don't cancel ourselves
             await self._stop(reply, "completed")
 
-    def _cancel_pending(self, reason: str = "cancelled") -> None:
+    def _cancel_pending(self) -> None:
+        """The caller spoke before the pending reply's first audio: it is
+        dropped (the Responder stops its stream, and its next end continues
+        the same turn; the caller heard nothing)."""
+        if self._end_pending("cancelled"):
+            self._r().on_cancel_pending()
+
+    def _end_pending(self, reason: str) -> bool:
         reply = self._pending
         if reply is None:
-            return
+            return False
         self._pending = None
         self._end(reply, reason)
+        return True
 
     async def _stop(self, reply: Reply, reason: str) -> None:
         self._speaking = None
         self.barge_in.on_agent_stopped(self.clock.now())
         self._end(reply, reason)
-        if reason != "completed" and reply.text and reply.first_audio_at is not None:
-            self._truncate(reply)
+        self.cursor.on_stopped(reply.id, reason)
+        r = self._r()
+        r.on_agent_audio(False)
+        if reason != "completed":
+            if reply.text:
+                heard = self.cursor.heard(reply.id)
+                reply.heard_words, reply.words = heard.words_kept, heard.words_total
+            if reason == "interrupted":
+                r.on_interrupted()  # the history keeps what the cursor says was heard
         await self.push_frame(
             AgentAudioStoppedFrame(at=self.clock.now(), reply_id=reply.id, reason=reason)
         )
-
-    def _truncate(self, reply: Reply) -> None:
-        """The history keeps only what the caller heard of a stopped reply
-        (the same truncation a live agent runs; estimated word timings over
-        the reply's planned length, as the replay has no TTS timestamps)."""
-        assert reply.first_audio_at is not None and reply.planned_end is not None
-        heard = heard_prefix(
-            reply.text,
-            self.clock.now() - reply.first_audio_at,
-            duration_s=reply.planned_end - reply.first_audio_at,
-        )
-        reply.heard_words, reply.words = heard.words_kept, heard.words_total
-        self.history = truncate_history(self.history, heard)
 
     def _end(self, reply: Reply, reason: str) -> None:
         reply.stopped_at = self.clock.now()

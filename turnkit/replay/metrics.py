@@ -24,10 +24,15 @@ from turnkit.replay.recording import Recording
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from turnkit.drafting.tools import ToolGate
+    from turnkit.fillers.scheduler import FillerScheduler
+    from turnkit.replay.engine import ToolLog
+
 __all__ = [
     "SUBSET_TAGS",
     "CallScore",
     "EventScore",
+    "ToolFigures",
     "TurnScore",
     "aggregate",
     "score_call",
@@ -108,6 +113,8 @@ class CallScore:
     echo_reference: str = ""
     # The call's manifest tags (subsets such as "natural", "stress", "telephone").
     tags: list[str] = field(default_factory=list)
+    # Tool calls (a call with ``tool_call`` events): see ToolFigures.figures.
+    tools: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,6 +139,64 @@ def _live(calls: list[CallScore]) -> dict[str, Any] | None:
     }
 
 
+class ToolFigures:
+    """What a replayed call's tools did, read from the gate, the backend's
+    execution log and the filler scheduler (see :meth:`figures`)."""
+
+    def __init__(self, gate: ToolGate, log: ToolLog, fillers: FillerScheduler) -> None:
+        self.gate = gate
+        self.log = log
+        self.fillers = fillers
+
+    def figures(self) -> dict[str, Any]:
+        """``calls``: tool calls the engine made through the gate;
+        ``reads_in_drafts``: reads run inside an open eager draft;
+        ``writes``: write executions (the backend ran); ``writes_repeated``:
+        executions of a write whose idempotency key had run before (must be
+        0: each write once); ``writes_from_discarded_drafts``: executions
+        of a write a discarded draft asked for that no confirmed turn asked
+        for (must be 0); ``filler_ack_ms``: tool start -> first filler
+        audio, per filler played; ``filler_late_ms``: threshold -> first
+        filler audio."""
+        asked = {k for t in self.gate.recent_turns for k in t.write_keys}
+        writes = self.log.writes
+        keys = [w.key for w in writes]
+        recs = [r for r in self.fillers.records if r.first_audio_at is not None]
+        return {
+            "calls": self.gate.calls,
+            "reads_in_drafts": self.gate.draft_reads,
+            "writes": len(writes),
+            "writes_repeated": len(keys) - len(set(keys)),
+            "writes_from_discarded_drafts": sum(
+                1 for k in keys if k in self.gate.discarded_write_keys and k not in asked
+            ),
+            # writes discarded drafts asked for (held back, never run)
+            "draft_writes_discarded": self.gate.discarded_writes,
+            "writes_deferred": self.gate.deferred_writes,
+            "filler_ack_ms": [round(1000 * (r.ack_latency_s or 0.0), 3) for r in recs],
+            "filler_late_ms": [round(1000 * (r.filler_delay_s or 0.0), 3) for r in recs],
+        }
+
+
+def _tools(calls: list[CallScore]) -> dict[str, Any]:
+    with_tools = [c.tools for c in calls if c.tools is not None]
+    out: dict[str, Any] = {
+        k: sum(int(t.get(k, 0)) for t in with_tools)
+        for k in (
+            "calls",
+            "reads_in_drafts",
+            "writes",
+            "writes_from_discarded_drafts",
+            "draft_writes_discarded",
+        )
+    }
+    acks = [x for t in with_tools for x in t.get("filler_ack_ms", [])]
+    out["filler_ack_ms"] = {k: v for k, v in _pct(acks, 50, 95).items() if k != "mean"}
+    out["fillers"] = len(acks)
+    out["calls_with_tools"] = len(with_tools)
+    return out
+
+
 def _play_end(r: Reply) -> float:
     if r.stopped_at is not None:
         return r.stopped_at
@@ -149,6 +214,7 @@ def score_call(
     drafts: dict[str, int] | None = None,
     live_llm: dict[str, Any] | None = None,
     ignored_decisions: int = 0,
+    tools: dict[str, Any] | None = None,
 ) -> CallScore:
     """Score one replayed call. ``replies`` carry the turn each answers
     (``Reply.turn``, attributed by the labels at decision time)."""
@@ -268,6 +334,7 @@ def score_call(
         tags=list(rec.manifest.tags),
         live_llm=live_llm,
         ignored_decisions=ignored_decisions,
+        tools=tools,
         replies=[
             {
                 "decision_at": round(r.decision_at, 4),
@@ -284,6 +351,7 @@ def score_call(
                 # words the caller heard of a stopped reply / words in it
                 "heard_words": r.heard_words,
                 "words": r.words,
+                "filler": r.filler,
             }
             for r in replies
         ],
@@ -354,6 +422,7 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
             [r["saved_ms"] for c in calls for r in c.replies if r.get("drafted")], 50, 95
         ),
         "llm_live": _live(calls),
+        "tools": _tools(calls),
         "decisions": sum(c.decisions for c in calls),
         # Decisions a detector fell back on (e.g. llm-eou's engine timed out).
         "fallback_decisions": sum(
@@ -414,7 +483,6 @@ def subset_table(results: Sequence[Mapping[str, Any]]) -> Table | None:
     rows = [(r, tag, f) for r in results for tag, f in (r.get("subsets") or {}).items()]
     if not rows:
         return None
-    from rich.markup import escape
     from rich.table import Table
 
     def ms(v: float | None) -> str:
@@ -431,8 +499,8 @@ def subset_table(results: Sequence[Mapping[str, Any]]) -> Table | None:
     for r, tag, f in rows:
         resp = f.get("response_ms") or {}
         table.add_row(
-            escape(str(r.get("detector", ""))),  # a spec's [..] is not rich markup
-            escape(tag),
+            str(r.get("detector", "")),
+            tag,
             str(f.get("calls", "")),
             str(f.get("turns", "")),
             ms(resp.get("p50")),

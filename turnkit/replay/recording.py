@@ -61,6 +61,7 @@ __all__ = [
     "Noise",
     "Recording",
     "RecordingError",
+    "ToolCallEvent",
     "find_recordings",
     "load_recording",
     "path_problem",
@@ -172,10 +173,41 @@ class Noise(_Span):
     label: str = ""
 
 
-Event = Annotated[CallerTurn | AgentTurn | Backchannel | Echo | Noise, Field(discriminator="type")]
-KNOWN_EVENTS = {"caller_turn", "agent_turn", "backchannel", "echo", "noise"}
+class ToolCallEvent(_Model):
+    """A tool the original agent called while answering caller turn ``turn``
+    (0-based index of the caller turns): ``start`` is when the call began,
+    ``duration_s`` how long the backend took. Optional in v1; the replay's
+    simulated engine asks for it while answering that turn, and the tool
+    runs through the real :class:`~turnkit.drafting.tools.ToolGate`."""
+
+    type: Literal["tool_call"]
+    turn: int = Field(strict=True, ge=0)
+    start: Seconds = Field(ge=0)
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    arguments: dict[str, Any] = {}
+    effect: Literal["read", "write"]
+    duration_s: Seconds = Field(ge=0)
+    confirm: bool = False
+    result: str | None = None
+
+    @model_validator(mode="after")
+    def _confirm_is_for_writes(self) -> ToolCallEvent:
+        if self.confirm and self.effect != "write":
+            raise ValueError("confirm: only a write waits for the caller's yes")
+        return self
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration_s
+
+
+Event = Annotated[
+    CallerTurn | AgentTurn | Backchannel | Echo | Noise | ToolCallEvent,
+    Field(discriminator="type"),
+]
+KNOWN_EVENTS = {"caller_turn", "agent_turn", "backchannel", "echo", "noise", "tool_call"}
 # Documented in the format but not scored by replay: ignored without a word.
-IGNORED_EVENTS = {"tool_call"}
+IGNORED_EVENTS: set[str] = set()
 
 
 class AudioPaths(_Model):
@@ -265,6 +297,11 @@ class Recording:
     @property
     def noises(self) -> list[Noise]:
         return self._of(Noise)
+
+    @property
+    def tool_calls(self) -> list[ToolCallEvent]:
+        """The optional ``tool_call`` events, in start order."""
+        return self._of(ToolCallEvent)
 
     def caller_audio(self, sample_rate: int = 16000) -> np.ndarray:
         """The caller audio, mono float32; read once per rate (several
@@ -689,6 +726,8 @@ def _load(folder: Path, check_audio: bool) -> Recording:
         return f"{mpath}: events[{index_of[id(e)]}]"
 
     for e in manifest.events:
+        if isinstance(e, ToolCallEvent):
+            continue  # a backend call may outlast the recorded audio
         if e.end > duration + TIME_SLACK_S:
             raise RecordingError(
                 f"{where(e)}.end: {e.end} is past the end of {manifest.audio.caller} ({duration:.3f} s)"
@@ -702,6 +741,16 @@ def _load(folder: Path, check_audio: bool) -> Recording:
             )
     if not turns:
         warnings.append(f"{mpath}: events: no caller_turn: nothing to score in this call")
+    for e in manifest.events:
+        if isinstance(e, ToolCallEvent) and e.turn >= len(turns):
+            raise RecordingError(
+                f"{where(e)}.turn: {e.turn} but the call has {len(turns)} caller turn(s)"
+            )
+        if isinstance(e, ToolCallEvent) and e.start > duration + TIME_SLACK_S:
+            raise RecordingError(
+                f"{where(e)}.start: {e.start} is past the end of {manifest.audio.caller} "
+                f"({duration:.3f} s)"
+            )
     rec = Recording(
         folder,
         manifest,

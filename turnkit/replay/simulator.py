@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from turnkit.audio.vad import VADAnalyzer, VADParams
 from turnkit.audio.vad_processor import VADProcessor
 from turnkit.audio.wav import AudioError, read_wav
+from turnkit.barge_in.cursor import PlaybackCursor
 from turnkit.barge_in.echo import EchoFilter, align_reference
 from turnkit.barge_in.policy import BargeInPolicy, FilteredBargeIn, VADBargeIn
 from turnkit.barge_in.processors import EchoGateProcessor
@@ -41,12 +42,15 @@ from turnkit.detectors.endpointing import ComputeMode
 from turnkit.detectors.processor import TurnDetectorProcessor
 from turnkit.detectors.registry import DetectorSpecError, create_detector
 from turnkit.drafting.drafter import EagerDrafter
+from turnkit.drafting.responder import Responder
+from turnkit.drafting.tools import ToolGate
 from turnkit.frames import AudioInFrame, EndFrame, StartFrame
 from turnkit.pipeline import CollectSink, FrameProcessor, Pipeline, collect_errors
 from turnkit.replay.agent import SimulatedAgent
+from turnkit.replay.engine import SimulatedEngine, ToolLog, replay_fillers, replay_tools
 from turnkit.replay.latency import LatencyModel
-from turnkit.replay.llm_source import LiveTTFT, ModelTTFT, TTFTSource
-from turnkit.replay.metrics import CallScore, score_call
+from turnkit.replay.llm_source import SYSTEM_PROMPT, LiveTTFT, ModelTTFT, TTFTSource
+from turnkit.replay.metrics import CallScore, ToolFigures, score_call
 from turnkit.replay.oracle import OracleTranscriber, oracle_words
 from turnkit.replay.recording import AgentTurn, Recording, RecordingError, load_recording
 from turnkit.replay.reference import ReferenceFeeder
@@ -181,6 +185,53 @@ def barge_in_filters(
     return policy, [EchoGateProcessor(echo)], "agent.wav"
 
 
+async def replay_agent(
+    rec: Recording,
+    clock: VirtualClock,
+    barge_in: BargeInPolicy,
+    llm: TTFTSource,
+    rng: random.Random,
+    config: ReplayConfig,
+    count_compute: bool,
+) -> tuple[SimulatedAgent, ToolFigures | None]:
+    """The replay's reply path: :class:`Responder` (eager drafts with
+    ``config.eager``; the recording's tools through a :class:`ToolGate`
+    and a filler scheduler, where it has ``tool_call`` events; history
+    through the agent's playback cursor) on the simulated engine, played by
+    a :class:`SimulatedAgent`. Returns the agent and, for a call with
+    tools, what the tool figures are read from."""
+    planner = LabelPlanner(rec, config.default_reply_s)
+    engine = SimulatedEngine(clock, planner, llm, rec.tool_calls)
+    cursor = PlaybackCursor(clock)
+    agent = SimulatedAgent(
+        clock,
+        planner,
+        barge_in,
+        engine,
+        LatencyModel.parse(config.tts_ttfb_ms),
+        rng,
+        count_compute=count_compute,
+        cursor=cursor,
+    )
+    tool_gate = fillers = figures = None
+    if rec.tool_calls:
+        log = ToolLog()
+        tool_gate = ToolGate(replay_tools(rec, clock, log), clock, session_id=rec.id)
+        fillers = await replay_fillers(clock, agent.on_filler_audio)
+        figures = ToolFigures(tool_gate, log, fillers)
+    agent.responder = Responder(
+        engine,
+        clock,
+        emit=agent.on_llm_text,
+        system_prompt=SYSTEM_PROMPT,
+        drafter=EagerDrafter(clock) if config.eager else None,
+        gate=tool_gate,
+        fillers=fillers,
+        cursor=cursor,
+    )
+    return agent, figures
+
+
 async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) -> CallScore:
     """Replay one call through one detector and score it."""
     t0 = time.perf_counter()
@@ -204,16 +255,7 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
         else LiveTTFT(config.llm_url, model_ttft, model=config.llm_model)
     )
     barge_in, gate, echo_reference = barge_in_filters(rec, n_samples, clock, config, stream=True)
-    agent = SimulatedAgent(
-        clock,
-        LabelPlanner(rec, config.default_reply_s),
-        barge_in,
-        llm,
-        LatencyModel.parse(config.tts_ttfb_ms),
-        rng,
-        count_compute=compute != "none",
-        drafter=EagerDrafter(clock) if config.eager else None,
-    )
+    agent, tools = await replay_agent(rec, clock, barge_in, llm, rng, config, compute != "none")
     pipeline = Pipeline(
         [
             *gate,
@@ -244,6 +286,7 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
         await pipeline.wait_idle()
     finally:
         await pipeline.stop()
+        await agent._r().aclose()
         await llm.aclose()
     live = None
     if isinstance(llm, LiveTTFT):
@@ -252,6 +295,8 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
             "errors": len(llm.errors),
             "ttft_ms": [round(x, 3) for x in llm.measured_ms],
         }
+    responder = agent._r()
+    drafter = responder.drafter
     score = score_call(
         rec,
         agent.replies,
@@ -260,14 +305,15 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
         wall_seconds=time.perf_counter() - t0,
         llm_requests=agent.llm_requests,
         drafts=None
-        if agent.drafter is None
+        if drafter is None
         else {
-            "started": agent.drafter.stats.started,
-            "used": agent.drafter.stats.used,
-            "cancelled": agent.drafter.stats.cancelled,
+            "started": drafter.stats.started,
+            "used": drafter.stats.used,
+            "cancelled": drafter.stats.cancelled,
         },
         live_llm=live,
         ignored_decisions=agent.ignored_ends,
+        tools=tools.figures() if tools is not None else None,
     )
     score.echo_reference = echo_reference
     return score

@@ -1,0 +1,360 @@
+"""The replay's LLM engine on the virtual clock, and the recorded tools.
+
+:class:`~turnkit.drafting.responder.Responder` is the replay's reply path,
+as it is every host's; it needs an engine. :class:`SimulatedEngine` is one
+with :class:`~turnkit.llm.client.ChatClient`'s ``stream`` interface whose
+answers come from the recording and whose time is the virtual clock:
+
+* **when**: a request's first token comes its TTFT after the request left,
+  the TTFT from a :class:`~turnkit.replay.llm_source.TTFTSource` — the
+  latency model (``--llm-ttft-ms``), or a live engine (``--llm-url``:
+  :class:`~turnkit.replay.llm_source.LiveTTFT` sends the same messages to
+  the real :class:`~turnkit.llm.client.ChatClient` and its measured TTFT
+  becomes the virtual one; the pipeline waits for it, :meth:`idle`). A
+  request that leaves at the instant of an end-of-turn decision leaves
+  after the detector's compute (:meth:`send_after`): the live agent sends
+  it only once the model has decided.
+* **what**: the answer to the caller turn the request is made in (the
+  latest begun by then, as :class:`~turnkit.replay.simulator.LabelPlanner`
+  attributes replies): the recorded agent reply, word by word, all at the
+  first-token instant (the replay takes each reply's audio length from the
+  recording, so the pace of later tokens changes no figure). Where the
+  recording has ``tool_call`` events for that turn, the first round answers
+  with those tool calls instead (no text), and the round after the tool
+  results with the reply text, as a tool-using engine does.
+
+:func:`replay_tools` turns the recording's ``tool_call`` events into
+:class:`~turnkit.drafting.tools.Tool` objects whose backend takes the
+recorded ``duration_s`` on the virtual clock and returns the recorded
+``result``; they run through the real :class:`~turnkit.drafting.tools.ToolGate`.
+:class:`ToolLog` records every execution, so the replay can check that no
+discarded draft's write ran and each write ran once.
+
+:class:`TimedTTS` renders filler lines for the replay as audio of the
+length a voice would take (no TTS engine: the replay plays no audio, only
+its timing counts).
+
+Example::
+
+    engine = SimulatedEngine(clock, planner, ModelTTFT(LatencyModel.parse("350"), rng))
+    responder = Responder(engine, clock, emit=agent.on_llm_text, drafter=EagerDrafter(clock))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from turnkit.clock import Clock, settle
+from turnkit.drafting.tools import Tool, canonical_args
+from turnkit.fillers.bank import DEFAULT_LINES, FillerBank
+from turnkit.fillers.scheduler import FillerScheduler, Sink
+from turnkit.llm.client import ToolCall
+from turnkit.replay.llm_source import TTFTSource
+from turnkit.replay.recording import Recording, ToolCallEvent
+
+__all__ = [
+    "EngineRequest",
+    "ReplyScript",
+    "SimulatedEngine",
+    "SimulatedStream",
+    "TimedTTS",
+    "ToolExecution",
+    "ToolLog",
+    "replay_fillers",
+    "replay_tools",
+]
+
+_WORD = re.compile(r"\S+\s*")
+CHARS_PER_SECOND = 15.0
+
+
+class ReplyScript(Protocol):
+    """What the recording says the agent answered."""
+
+    def turn_for(self, decision_at: float) -> int | None: ...
+
+    def reply_text(self, turn: int | None) -> str: ...
+
+
+@dataclass(slots=True)
+class EngineRequest:
+    """One request the engine answered (the replay's own record of it)."""
+
+    opened_at: float
+    sent_at: float  # opened_at + the detector's compute, if it left on a decision
+    turn: int | None
+    kind: str  # "tools" (answered with tool calls) or "text"
+    ttft_ms: float | None = None
+    first_at: float | None = None
+    closed_early: bool = False  # the client left before the answer was complete
+
+
+class SimulatedStream:
+    """One answer of :class:`SimulatedEngine` (the :class:`ChatStream` surface
+    :class:`Responder` uses)."""
+
+    def __init__(
+        self,
+        engine: SimulatedEngine,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        req: EngineRequest,
+    ) -> None:
+        self._engine = engine
+        self._messages = messages
+        self._tools = tools
+        self.request = req
+        self.tool_calls: list[ToolCall] = []
+        self._chunks: list[str] | None = None
+        self._done = False
+
+    @property
+    def ttft_ms(self) -> float | None:
+        return self.request.ttft_ms if self.request.first_at is not None else None
+
+    async def __aenter__(self) -> SimulatedStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if not self._done:
+            self.request.closed_early = True
+        self._done = True
+
+    def __aiter__(self) -> SimulatedStream:
+        return self
+
+    async def __anext__(self) -> str:
+        if self._chunks is None:
+            await self._first()
+        assert self._chunks is not None
+        if not self._chunks:
+            self._done = True
+            raise StopAsyncIteration
+        return self._chunks.pop(0)
+
+    async def _first(self) -> None:
+        """Wait for the first token (TTFT after the request left), then
+        decide the whole answer: tool calls, or the reply's words."""
+        e, req = self._engine, self.request
+        ttft = await e.measure(self._messages)
+        req.ttft_ms = ttft
+        wait = req.sent_at + ttft / 1000 - e.clock.now()
+        if wait > 0:
+            await e.clock.sleep(wait)
+        req.first_at = e.clock.now()
+        if req.kind == "tools":
+            self._chunks = []
+            for i, ev in enumerate(e.pending_calls(req.turn, self._messages)):
+                self.tool_calls.append(
+                    ToolCall(
+                        index=i,
+                        id=f"call_{req.turn}_{i}",
+                        name=ev.name,
+                        arguments=json.dumps(ev.arguments, sort_keys=True),
+                    )
+                )
+        else:
+            self._chunks = _WORD.findall(e.script.reply_text(req.turn))
+
+
+class SimulatedEngine:
+    """An engine on the virtual clock whose answers are the recording's
+    (see the module docstring). Decides nothing about the conversation: the
+    :class:`Responder` driving it does."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        script: ReplyScript,
+        ttft: TTFTSource,
+        tool_calls: list[ToolCallEvent] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.script = script
+        self.ttft = ttft
+        self._calls: dict[int, list[ToolCallEvent]] = {}
+        for ev in tool_calls or []:
+            self._calls.setdefault(ev.turn, []).append(ev)
+        self.requests: list[EngineRequest] = []
+        self._delay_at: float | None = None
+        self._delay_s = 0.0
+        self._measuring: set[asyncio.Task[float]] = set()
+
+    def recorded_calls(self, turn: int | None) -> list[ToolCallEvent]:
+        return [] if turn is None else list(self._calls.get(turn, []))
+
+    def pending_calls(
+        self, turn: int | None, messages: list[dict[str, Any]]
+    ) -> list[ToolCallEvent]:
+        """The turn's recorded tool calls that the conversation does not
+        already hold a result for (an engine does not ask twice for what its
+        context shows was done: a turn answered again after a barge-in)."""
+        asked: dict[str, tuple[str, str]] = {}
+        done: set[tuple[str, str]] = set()
+        for m in messages:
+            for c in m.get("tool_calls") or []:
+                fn = c.get("function") or {}
+                try:
+                    args = canonical_args(json.loads(fn.get("arguments") or "{}"))
+                except (ValueError, TypeError, AttributeError):
+                    continue
+                asked[str(c.get("id"))] = (str(fn.get("name")), args)
+            if m.get("role") == "tool" and str(m.get("tool_call_id")) in asked:
+                done.add(asked[str(m.get("tool_call_id"))])
+        return [
+            ev
+            for ev in self.recorded_calls(turn)
+            if (ev.name, canonical_args(ev.arguments)) not in done
+        ]
+
+    def send_after(self, seconds: float) -> None:
+        """Requests opened at this very instant leave ``seconds`` later (the
+        end-of-turn model's compute before the decision was known)."""
+        self._delay_at = self.clock.now()
+        self._delay_s = max(0.0, seconds)
+
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = 0.0,
+        tools: list[dict[str, Any]] | None = None,
+        **_: Any,
+    ) -> SimulatedStream:
+        now = self.clock.now()
+        delay = self._delay_s if self._delay_at == now else 0.0
+        turn = self.script.turn_for(now)
+        answered = bool(messages) and messages[-1].get("role") == "tool"
+        todo = self.pending_calls(turn, messages)
+        kind = "tools" if tools and not answered and todo else "text"
+        req = EngineRequest(opened_at=now, sent_at=now + delay, turn=turn, kind=kind)
+        self.requests.append(req)
+        return SimulatedStream(self, messages, tools, req)
+
+    async def measure(self, messages: list[dict[str, Any]]) -> float:
+        """The request's TTFT (ms) from the source; :meth:`idle` waits for it."""
+        task = asyncio.ensure_future(self.ttft.ttft_ms(messages))
+        self._measuring.add(task)
+        try:
+            return await asyncio.shield(task)
+        finally:
+            self._measuring.discard(task)
+
+    async def idle(self) -> None:
+        """Let every request opened at this instant reach its TTFT wait (a
+        live engine's measurement included) before the virtual clock moves."""
+        while True:
+            await settle()
+            pending = [t for t in self._measuring if not t.done()]
+            if not pending:
+                return
+            await asyncio.wait(pending)
+
+    async def aclose(self) -> None:
+        await self.ttft.aclose()
+
+
+# -- tools ------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ToolExecution:
+    name: str
+    effect: str
+    args: dict[str, Any]
+    started_at: float
+    key: str | None = None  # a write's idempotency key
+    finished_at: float | None = None
+
+
+@dataclass(slots=True)
+class ToolLog:
+    """Every execution of a replayed tool's backend, in start order."""
+
+    executions: list[ToolExecution] = field(default_factory=list)
+
+    @property
+    def writes(self) -> list[ToolExecution]:
+        return [x for x in self.executions if x.effect == "write"]
+
+
+def replay_tools(
+    rec: Recording, clock: Clock, log: ToolLog, *, timeout_s: float = 10.0
+) -> list[Tool]:
+    """One :class:`Tool` per tool name in the recording's ``tool_call``
+    events: its effect and ``confirm`` as recorded; its backend sleeps the
+    recorded ``duration_s`` for those arguments on ``clock`` (an unrecorded
+    call: the name's first recorded duration) and returns the recorded
+    ``result``. Every execution goes to ``log``."""
+    by_name: dict[str, list[ToolCallEvent]] = {}
+    for ev in rec.tool_calls:
+        by_name.setdefault(ev.name, []).append(ev)
+    tools: list[Tool] = []
+    for name, evs in by_name.items():
+        first = evs[0]
+        longest = max(ev.duration_s for ev in evs)
+        tools.append(
+            Tool(
+                name=name,
+                fn=_backend(name, first.effect, evs, clock, log),
+                effect=first.effect,
+                confirm=any(ev.confirm for ev in evs),
+                timeout_s=max(timeout_s, 2 * longest),
+                description=f"recorded tool {name}",
+            )
+        )
+    return tools
+
+
+def _backend(
+    name: str, effect: str, evs: list[ToolCallEvent], clock: Clock, log: ToolLog
+) -> Callable[..., Awaitable[Any]]:
+    recorded = {canonical_args(ev.arguments): ev for ev in evs}
+
+    async def run(idempotency_key: str | None = None, **args: Any) -> Any:
+        ev = recorded.get(canonical_args(args), evs[0])
+        x = ToolExecution(name, effect, args, clock.now(), key=idempotency_key)
+        log.executions.append(x)
+        if ev.duration_s > 0:
+            await clock.sleep(ev.duration_s)
+        x.finished_at = clock.now()
+        return ev.result if ev.result is not None else "done"
+
+    return run
+
+
+class TimedTTS:
+    """Filler "audio" for the replay: a quiet tone as long as the line would
+    take at 15 characters a second. The replay plays nothing; a filler's
+    start and length are what it measures."""
+
+    identity = "turnkit-replay-timed/1"
+    voice = ""
+
+    def __init__(self, sample_rate: int = 16000) -> None:
+        self.sample_rate = sample_rate
+
+    async def synthesize(self, text: str) -> np.ndarray:
+        n = max(1, math.ceil(len(text) / CHARS_PER_SECOND * self.sample_rate))
+        t = np.arange(n, dtype=np.float32) / self.sample_rate
+        return (0.1 * np.sin(2 * np.pi * 220.0 * t)).astype(np.float32)
+
+
+async def replay_fillers(
+    clock: Clock, sink: Sink, *, threshold_s: float = 1.0, frame_s: float = 0.032
+) -> FillerScheduler:
+    """The filler scheduler a replayed reply uses for slow tools: the
+    default lines (timed, see :class:`TimedTTS`), ``threshold_s`` before a
+    line plays, frames of the replay's 32 ms."""
+    bank = FillerBank(DEFAULT_LINES, TimedTTS(), sample_rate=16000, disk_cache=False)
+    await bank.prerender()
+    return FillerScheduler(bank, clock, sink, threshold_s=threshold_s, frame_s=frame_s)
