@@ -15,7 +15,8 @@ import pytest
 
 from turnkit.audio.vad import VADAnalyzer, VADStep
 from turnkit.audio.wav import read_wav
-from turnkit.barge_in import AckFilter, Decision, EchoFilter, FilteredBargeIn, is_backchannel
+from turnkit.barge_in import AckFilter, Decision, EchoFilter, is_backchannel
+from turnkit.barge_in.controller import Action, BargeInController
 from turnkit.barge_in.echo import EchoTranscriptCheck, align_reference
 from turnkit.barge_in.lexicon import is_answer
 from turnkit.barge_in.processors import BargeInProcessor
@@ -239,8 +240,7 @@ async def test_ack_filter_long_wordless_speech_stops_then_resumes_if_no_words() 
 @pytest.mark.asyncio
 async def test_barge_in_processor_flushes_in_one_step_and_resumes_where_it_stopped() -> None:
     clock = VirtualClock()
-    policy = FilteredBargeIn(clock)
-    proc = BargeInProcessor(clock, policy)
+    proc = BargeInProcessor(clock, BargeInController(clock))
     sink = CollectSink()
     pipe = Pipeline([proc, sink])
     await pipe.start()
@@ -273,7 +273,8 @@ async def test_barge_in_processor_flushes_in_one_step_and_resumes_where_it_stopp
     assert proc.paused and proc.stops == 1
     assert any(isinstance(f, InterruptionFrame) for f in sink.frames)
     stopped = [f for f in sink.frames if isinstance(f, AgentAudioStoppedFrame)]
-    assert stopped and stopped[-1].reason == "interrupted"
+    assert stopped and stopped[-1].reason == "paused"
+    assert proc.actions == [Action.PAUSE]
     played_before = [f.audio[0] for f in sink.frames if isinstance(f, AudioOutFrame)]
     assert len(proc._held) == 50 - len(played_before)  # all unplayed audio set aside at once
     # Silence with no words for longer than the timeout: resume.
@@ -293,7 +294,7 @@ async def test_barge_in_processor_flushes_in_one_step_and_resumes_where_it_stopp
         t += 0.032
     await clock.advance_to(5.0)
     await pipe.wait_idle()
-    assert proc.resumes == 1
+    assert proc.resumes == 1 and proc.actions == [Action.PAUSE, Action.RESUME]
     played = [int(f.audio[0]) for f in sink.frames if isinstance(f, AudioOutFrame)]
     assert played == list(range(50))  # resumed exactly where it stopped, nothing lost
     await pipe.stop()
@@ -302,7 +303,7 @@ async def test_barge_in_processor_flushes_in_one_step_and_resumes_where_it_stopp
 @pytest.mark.asyncio
 async def test_barge_in_processor_confirmed_bid_drops_held_audio() -> None:
     clock = VirtualClock()
-    proc = BargeInProcessor(clock, FilteredBargeIn(clock))
+    proc = BargeInProcessor(clock, BargeInController(clock))
     sink = CollectSink()
     pipe = Pipeline([proc, sink])
     await pipe.start()
@@ -323,6 +324,9 @@ async def test_barge_in_processor_confirmed_bid_drops_held_audio() -> None:
     await pipe.queue_frame(TranscriptFrame(at=0.3, text="wait no"))
     await pipe.wait_idle()
     assert proc.stops == 1 and not proc.paused and not proc._held
+    assert proc.actions == [Action.STOP]
+    stopped = [f for f in sink.frames if isinstance(f, AgentAudioStoppedFrame)]
+    assert stopped[-1].reason == "interrupted"
     await pipe.stop()
 
 

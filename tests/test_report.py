@@ -23,7 +23,7 @@ import pytest
 from turnkit.replay.compare import paired_compare
 from turnkit.replay.metrics import CallScore, aggregate
 from turnkit.replay.recording import load_recording
-from turnkit.replay.report import render_report, write_report
+from turnkit.replay.report import ReportData, render_page, render_report, write_report
 from turnkit.replay.simulator import ReplayConfig, replay_call
 from turnkit.replay.sweep import budgets
 
@@ -296,3 +296,23 @@ def test_cli_writes_the_report(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     text = out.read_text(encoding="utf-8")
     assert "silence:stop_ms=500" in text and text.count('aria-label="call timeline"') == 1
+
+
+def test_the_page_draws_from_typed_results(report_inputs: dict[str, Any]) -> None:
+    """The replay's dicts are validated once into typed views; the page
+    drawn from them is the report, and a field the report needs that is
+    missing is named (a ValueError, which the CLI reports in one line)."""
+    data = ReportData.build(**report_inputs)
+    assert render_page(data) == render_report(**report_inputs)
+    first = report_inputs["results"][0]
+    assert data.results[0].response_ms.p50 == first["response_ms"]["p50"]
+    assert data.results[0].detector == first["detector"]
+    spec = SPECS[0]
+    replies = report_inputs["calls"][spec][0].replies
+    assert [r.decision_at for r in data.calls[spec][0].replies] == [
+        r["decision_at"] for r in replies
+    ]
+    assert data.sweeps[0].points[0].plotted() == (226.0, 0.9)
+    broken = [{k: v for k, v in r.items() if k != "response_ms"} for r in report_inputs["results"]]
+    with pytest.raises(ValueError, match="response_ms"):
+        render_report(**{**report_inputs, "results": broken})

@@ -1,12 +1,14 @@
 """Barge-in: whether caller sound while the agent speaks takes the floor.
 
-Echo filter (the agent's own voice in the caller's microphone), acknowledgement
-filter ("uh-huh" is not a bid for the floor), the policies that combine them,
-the processors that stop, flush and resume agent playback, and the playback
+Echo filter (the agent's own voice in the caller's microphone), the one
+barge-in controller that decides (keep, pause, stop, resume, confirm,
+cancel a pending reply) from caller audio, words and the agent's playback,
+the processors that execute its actions on agent playback, and the playback
 cursor + history truncation (the LLM's history holds what the caller heard).
 """
 
 from turnkit.barge_in.ack import AckFilter, AckParams, Decision
+from turnkit.barge_in.controller import Action, BargeInController, BargeInParams
 from turnkit.barge_in.cursor import PlaybackCursor, WordTimestampsFrame
 from turnkit.barge_in.echo import EchoFilter, EchoParams, EchoStep, EchoTranscriptCheck
 from turnkit.barge_in.history_processor import HistoryTruncator
@@ -23,6 +25,9 @@ from turnkit.barge_in.truncation import (
 __all__ = [
     "AckFilter",
     "AckParams",
+    "Action",
+    "BargeInController",
+    "BargeInParams",
     "BargeInPolicy",
     "Decision",
     "EchoFilter",

@@ -1,5 +1,5 @@
-"""Pipeline processors that host the barge-in policies in turnkit's own
-pipeline (the plugins host the same policy objects).
+"""Pipeline processors that host the barge-in controller in turnkit's own
+pipeline (the plugins host the same controller).
 
 * :class:`EchoGateProcessor` sits before the VAD: it runs the
   :class:`~turnkit.barge_in.echo.EchoFilter` on each caller frame and
@@ -8,19 +8,21 @@ pipeline (the plugins host the same policy objects).
   agent's own voice coming back.
 * :class:`BargeInProcessor` sits between the agent's audio source (TTS) and
   the output: it paces agent audio out on the clock (feeding the echo
-  filter the played audio as its reference), asks the barge-in policy about
-  each caller frame and transcript, and on a bid stops playback and flushes
-  every queued agent frame in one step (an out-of-band
-  :class:`~turnkit.frames.InterruptionFrame` downstream; the unplayed audio
-  is held aside). A false interruption (no words within the timeout)
-  resumes from where it stopped; a confirmed one drops the held audio and
-  sends the interruption upstream so generation stops too.
+  filter the played audio as its reference), hands each caller frame and
+  transcript to the :class:`~turnkit.barge_in.controller.BargeInController`
+  and executes its action. It decides nothing itself: ``pause`` holds every
+  queued agent frame in one step (an out-of-band
+  :class:`~turnkit.frames.InterruptionFrame` downstream drops what the output
+  buffered; the unplayed audio is held aside); ``resume`` plays the held
+  audio from where it stopped; ``confirm`` (and ``stop``) drops it and sends
+  the interruption upstream so generation stops too; ``cancel_pending``
+  drops a reply whose audio has not started.
 
 Example::
 
     echo = EchoFilter()
     pipe = Pipeline([EchoGateProcessor(echo), VADProcessor(), stt, detector, llm, tts,
-                     BargeInProcessor(clock, FilteredBargeIn(clock), echo), output])
+                     BargeInProcessor(clock, BargeInController(clock), echo), output])
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ import asyncio
 import contextlib
 from collections import deque
 
+from turnkit.barge_in.controller import Action, BargeInController
 from turnkit.barge_in.echo import EchoFilter, EchoStep
-from turnkit.barge_in.policy import BargeInPolicy
 from turnkit.clock import Clock
 from turnkit.frames import (
     AgentAudioStartedFrame,
@@ -42,6 +44,7 @@ from turnkit.frames import (
     InterruptionFrame,
     StartFrame,
     TranscriptFrame,
+    TurnResumedFrame,
 )
 from turnkit.pipeline import FrameDirection, FrameProcessor
 
@@ -70,23 +73,24 @@ class EchoGateProcessor(FrameProcessor):
 
 
 class BargeInProcessor(FrameProcessor):
-    """Plays agent audio on the clock and stops, flushes or resumes it as the
-    barge-in policy decides.
+    """Plays agent audio on the clock and stops, pauses, resumes or drops it
+    as the barge-in controller's actions say.
 
-    State: ``playing`` (audio going out), ``paused`` (stopped by a barge-in,
-    unplayed audio held for a possible resume). ``played_s`` counts audio
-    actually played per reply, for the playback cursor."""
+    State: ``playing`` (audio going out), ``paused`` (held by a barge-in
+    pause, unplayed audio kept for a possible resume). ``played_s`` counts
+    audio actually played per reply, for the playback cursor. Counters:
+    ``stops`` (pauses and stops), ``resumes``, ``confirms``, ``cancelled``."""
 
     def __init__(
         self,
         clock: Clock,
-        policy: BargeInPolicy,
+        controller: BargeInController,
         echo: EchoFilter | None = None,
         frame_s: float = 0.02,
     ) -> None:
         super().__init__()
         self.clock = clock
-        self.policy = policy
+        self.controller = controller
         self.echo = echo
         self.frame_s = frame_s
         self._queue: deque[AudioOutFrame] = deque()
@@ -99,14 +103,25 @@ class BargeInProcessor(FrameProcessor):
         self.played_s = 0.0
         self.stops = 0
         self.resumes = 0
+        self.confirms = 0
+        self.cancelled = 0
+        self.actions: list[Action] = []  # every action executed, in order
+
+    @property
+    def policy(self) -> BargeInController:  # the former name
+        return self.controller
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         if isinstance(frame, StartFrame):
-            self.policy.reset()
+            self.controller.reset()
         elif isinstance(frame, AgentTextFrame):
             # The reply text for this audio: context for "okay" after a question.
             self.reply_id = frame.reply_id
             self.reply_text = frame.text
+            if self.playing or self.paused:
+                self.controller.on_agent_text(frame.text)
+            else:
+                self.controller.on_reply_pending(True)
         elif isinstance(frame, AudioOutFrame) and direction is FrameDirection.DOWNSTREAM:
             if self.paused:
                 self._held.append(frame)
@@ -118,16 +133,28 @@ class BargeInProcessor(FrameProcessor):
         if direction is not FrameDirection.DOWNSTREAM:
             return
         if isinstance(frame, AudioInFrame) and frame.vad is not None:
-            stop = self.policy.should_stop(frame, frame.vad)
-            if stop and self.playing:
-                await self.interrupt()
-            elif self.paused and self.policy.should_resume():
-                await self.resume()
+            await self.execute(self.controller.on_frame(frame.vad, frame.audio))
         elif isinstance(frame, TranscriptFrame):
-            if self.policy.on_transcript(frame) and self.playing:
-                await self.interrupt()
-            elif self.paused and frame.text.strip():
-                await self.confirm()
+            await self.execute(self.controller.on_transcript(frame.text))
+        elif isinstance(frame, TurnResumedFrame):
+            await self.execute(self.controller.on_turn_resumed())
+
+    async def execute(self, action: Action) -> None:
+        """Carry out one controller action."""
+        if action is Action.KEEP:
+            return
+        self.actions.append(action)
+        if action is Action.PAUSE and self.playing:
+            await self.interrupt()
+        elif action is Action.STOP and self.playing:
+            await self.interrupt()
+            await self.confirm()
+        elif action is Action.RESUME and self.paused:
+            await self.resume()
+        elif action is Action.CONFIRM and self.paused:
+            await self.confirm()
+        elif action is Action.CANCEL_PENDING and not self.playing and not self.paused:
+            await self.cancel_pending()
 
     # -- playback -------------------------------------------------------------
     def _ensure_player(self) -> None:
@@ -141,7 +168,7 @@ class BargeInProcessor(FrameProcessor):
                 self.playing = True
                 self.played_s = 0.0
                 now = self.clock.now()
-                self.policy.on_agent_started(self.reply_text, now)
+                self.controller.on_agent_started(self.reply_text, now)
                 await self.push_frame(AgentAudioStartedFrame(at=now, reply_id=self.reply_id))
             now = self.clock.now()
             if self.echo is not None:
@@ -158,13 +185,14 @@ class BargeInProcessor(FrameProcessor):
     async def _finish(self, reason: str) -> None:
         self.playing = False
         now = self.clock.now()
-        self.policy.on_agent_stopped(now)
+        if reason != "paused":
+            self.controller.on_agent_stopped(now)
         await self.push_frame(
             AgentAudioStoppedFrame(at=now, reply_id=self.reply_id, reason=reason)
         )
 
     async def interrupt(self) -> None:
-        """Stop now: every queued agent frame is set aside in one step and
+        """Pause now: every queued agent frame is set aside in one step and
         the output is told to drop what it buffered (out of band)."""
         self.stops += 1
         self.paused = True
@@ -176,7 +204,7 @@ class BargeInProcessor(FrameProcessor):
                 await self._player
         self._player = None
         await self.push_frame(InterruptionFrame(at=self.clock.now(), reason="barge-in"))
-        await self._finish("interrupted")
+        await self._finish("paused")
 
     async def resume(self) -> None:
         """False interruption: play the held audio from where it stopped."""
@@ -184,15 +212,37 @@ class BargeInProcessor(FrameProcessor):
         self.paused = False
         self._queue.extendleft(reversed(self._held))
         self._held.clear()
-        self._ensure_player()
+        now = self.clock.now()
+        if self._queue:
+            self.playing = True
+            await self.push_frame(AgentAudioStartedFrame(at=now, reply_id=self.reply_id))
+            self._ensure_player()
+        else:
+            self.controller.on_agent_stopped(now)
 
     async def confirm(self) -> None:
         """The caller has the floor: drop the held audio and stop generation."""
+        self.confirms += 1
         self.paused = False
         self.flushed_frames += len(self._held)
         self._held.clear()
+        now = self.clock.now()
+        self.controller.on_agent_stopped(now)
         await self.push_frame(
-            InterruptionFrame(at=self.clock.now(), reason="barge-in confirmed"),
+            AgentAudioStoppedFrame(at=now, reply_id=self.reply_id, reason="interrupted")
+        )
+        await self.push_frame(
+            InterruptionFrame(at=now, reason="barge-in confirmed"), FrameDirection.UPSTREAM
+        )
+
+    async def cancel_pending(self) -> None:
+        """The caller spoke before the reply's first audio: drop it."""
+        self.cancelled += 1
+        self.controller.on_reply_pending(False)
+        self.flushed_frames += len(self._queue)
+        self._queue.clear()
+        await self.push_frame(
+            InterruptionFrame(at=self.clock.now(), reason="reply cancelled"),
             FrameDirection.UPSTREAM,
         )
 

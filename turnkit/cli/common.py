@@ -8,7 +8,6 @@ one) is read as rich markup: every message goes through :func:`escape`, so
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
@@ -21,6 +20,8 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
+
+from turnkit.fileio import write_atomic
 
 __all__ = [
     "check_output",
@@ -102,27 +103,6 @@ def check_output(path: Path, option: str) -> None:
         fail(f"{where}: cannot write there ({reason})")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8; text that is not valid Unicode is replaced,
-    never refused) to a temporary file beside ``path``, then rename it over
-    ``path``: a reader sees the old file or the whole new one, never half.
-    Raises ``OSError`` (the temporary file removed) when it cannot."""
-    data = text.encode("utf-8", errors="replace")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _new_file_mode(path))  # mkstemp makes it 0600
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def json_safe(value: Any) -> Any:
     """``value`` with every non-finite float as ``null``: what ``json``
     writes stays JSON (``NaN``/``Infinity`` are not)."""
@@ -141,14 +121,3 @@ def fmt(v: float | None, unit: str = "", pct: bool = False) -> str:
     if pct:
         return f"{v * 100:.1f}%"
     return f"{v:.0f}{unit}"
-
-
-def _new_file_mode(path: Path) -> int:
-    """The mode ``open(path, "w")`` would give: the existing file's, else
-    0666 less the umask."""
-    try:
-        return path.stat().st_mode & 0o7777
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask

@@ -25,11 +25,11 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from turnkit.barge_in.controller import Action, BargeInController
 from turnkit.barge_in.cursor import PlaybackCursor
-from turnkit.barge_in.policy import BargeInPolicy
 from turnkit.clock import Clock
 from turnkit.frames import (
     AgentAudioStartedFrame,
@@ -73,6 +73,8 @@ class Reply:
     heard_words: int | None = None  # words the caller heard before a stop
     words: int = 0
     decided_at: float | None = None  # decision + the detector's compute
+    # Barge-in pauses: [paused at, resumed at (None: still paused or confirmed)].
+    pauses: list[list[float | None]] = field(default_factory=list)
     filler: bool = False  # its first audio was a filler line (a slow tool)
 
     @property
@@ -97,7 +99,7 @@ class SimulatedAgent(FrameProcessor):
         self,
         clock: Clock,
         planner: ReplyPlanner,
-        barge_in: BargeInPolicy,
+        barge_in: BargeInController,
         engine: SimulatedEngine,
         tts_ttfb: LatencyModel,
         rng: random.Random,
@@ -164,23 +166,55 @@ class SimulatedAgent(FrameProcessor):
     # -- barge-in: the one place its policy is asked ----------------------------
 
     async def _barge_in(self, frame: Frame) -> None:
-        """Ask the barge-in policy about caller evidence and execute its
-        answer: stop a speaking reply, or cancel one not yet audible when the
-        caller speaks (again) before its first audio."""
+        """Hand caller evidence to the barge-in controller and execute its
+        action (:class:`~turnkit.barge_in.controller.Action`): stop, pause
+        (the reply's audio holds: its end moves by the pause), resume,
+        confirm a paused stop (the audio stopped when it paused), or cancel
+        a reply not yet audible."""
+        ctl = self.barge_in
+        ctl.on_reply_pending(self._pending is not None)
         if isinstance(frame, TranscriptFrame):
-            # Words can decide a barge-in ("wait" is a bid, "uh-huh" is not).
-            if self.barge_in.on_transcript(frame) and self._speaking is not None:
-                await self._stop(self._speaking, "interrupted")
+            act = ctl.on_transcript(frame.text)
         elif isinstance(frame, TurnResumedFrame):
-            self._cancel_pending()
+            act = ctl.on_turn_resumed()
         elif isinstance(frame, AudioInFrame) and frame.vad is not None:
-            if frame.vad.started:
-                self._cancel_pending()
-            # The policy sees every frame (it tracks speech segments), but
-            # only a speaking agent can be stopped.
-            stop = self.barge_in.should_stop(frame, frame.vad)
-            if stop and self._speaking is not None:
-                await self._stop(self._speaking, "interrupted")
+            act = ctl.on_frame(frame.vad, frame.audio)
+        else:
+            return
+        reply = self._speaking
+        now = self.clock.now()
+        if act is Action.CANCEL_PENDING:
+            self._cancel_pending()
+        elif reply is None:
+            return
+        elif act is Action.STOP:
+            await self._stop(reply, "interrupted")
+        elif act is Action.PAUSE and reply.planned_end is not None:
+            reply.pauses.append([now, None])
+            self.cursor.on_stopped(reply.id, "paused")
+            task = self._tasks.pop(reply.id, None)
+            if task is not None:
+                task.cancel()
+        elif act is Action.RESUME and reply.pauses and reply.pauses[-1][1] is None:
+            paused_at = reply.pauses[-1][0]
+            reply.pauses[-1][1] = now
+            assert reply.planned_end is not None
+            reply.planned_end += now - paused_at
+            self.cursor.on_started(reply.id)
+            self._tasks[reply.id] = asyncio.create_task(self._finish_play(reply))
+        elif act is Action.CONFIRM:
+            open_pause = reply.pauses and reply.pauses[-1][1] is None
+            paused_at = reply.pauses.pop()[0] if open_pause else now
+            await self._stop(reply, "interrupted")
+            reply.stopped_at = paused_at  # its audio stopped when it paused
+
+    async def _finish_play(self, reply: Reply) -> None:
+        """Play a resumed reply to its (moved) end."""
+        assert reply.planned_end is not None
+        await self.clock.sleep(max(0.0, reply.planned_end - self.clock.now()))
+        if self._speaking is reply:
+            self._tasks.pop(reply.id, None)
+            await self._stop(reply, "completed")
 
     # -- the Responder's evidence and output -----------------------------------
 

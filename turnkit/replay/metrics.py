@@ -7,6 +7,12 @@ audio got out), missed (no audio for it within the timeout). Per
 backchannel/echo/noise event that meets the agent speaking: whether the agent
 stopped (a false barge-in). Per caller turn that starts while the agent
 speaks (a real barge-in): whether, and how fast, the agent stopped.
+
+A barge-in *pause* that the agent resumed from (a false interruption, as live
+hosts resume) counts as a stop, at the moment its audio paused, unless the
+audio gap was under :data:`RESUMED_GAP_S` (150 ms: too short to be heard as
+the agent stopping). A paused barge-in that was confirmed stopped the agent
+when it paused. (:func:`stop_times`)
 """
 
 from __future__ import annotations
@@ -81,6 +87,9 @@ class EventScore:
     end: float
     agent_speaking: bool  # the event met the agent speaking
     stopped: bool  # ... and the agent stopped for it (a false barge-in)
+    # ... and the agent held its audio for it under RESUMED_GAP_S, then went on
+    # (not a stop, but a hiccup the caller may hear)
+    brief_hold: bool = False
 
 
 @dataclass
@@ -197,6 +206,26 @@ def _tools(calls: list[CallScore]) -> dict[str, Any]:
     return out
 
 
+# A barge-in pause the agent resumed from counts as a stop unless its audio
+# gap was shorter than this (a hold that short is not heard as stopping).
+RESUMED_GAP_S = 0.15
+
+
+def stop_times(r: Reply) -> list[float]:
+    """When barge-ins stopped the reply's audio, as the caller heard it: a
+    stop ("interrupted": a confirmed pause's time is when its audio
+    stopped) and every pause it resumed from after a gap of at least
+    :data:`RESUMED_GAP_S`."""
+    out = [
+        float(p0)
+        for p0, p1 in r.pauses
+        if p0 is not None and p1 is not None and p1 - p0 >= RESUMED_GAP_S - EPS
+    ]
+    if r.stop_reason == "interrupted" and r.stopped_at is not None:
+        out.append(r.stopped_at)
+    return sorted(out)
+
+
 def _play_end(r: Reply) -> float:
     if r.stopped_at is not None:
         return r.stopped_at
@@ -278,11 +307,10 @@ def score_call(
         if talking:
             score.barge_in = True
             stops = [
-                r.stopped_at
+                t
                 for r in talking
-                if r.stop_reason == "interrupted"
-                and r.stopped_at is not None
-                and turn.start - EPS <= r.stopped_at <= turn.end + grace_s
+                for t in stop_times(r)
+                if turn.start - EPS <= t <= turn.end + grace_s
             ]
             if stops:
                 score.barge_in_stopped = True
@@ -297,14 +325,21 @@ def score_call(
         (ev.start, ev.end, id(ev))
         for ev in [*rec.caller_turns, *rec.backchannels, *rec.echoes, *rec.noises]
     ]
-    blamed: set[int] = set()
-    for r in audible:
-        if r.stop_reason != "interrupted" or r.stopped_at is None:
-            continue
-        t = r.stopped_at
-        cands = [x for x in labelled if x[0] - EPS <= t <= x[1] + grace_s]
-        if cands:
-            blamed.add(max(cands, key=lambda x: x[0])[2])
+    def blame(times: Iterable[float]) -> set[int]:
+        out: set[int] = set()
+        for t in times:
+            cands = [x for x in labelled if x[0] - EPS <= t <= x[1] + grace_s]
+            if cands:
+                out.add(max(cands, key=lambda x: x[0])[2])
+        return out
+
+    blamed = blame(t for r in audible for t in stop_times(r))
+    held = blame(
+        float(p0)
+        for r in audible
+        for p0, p1 in r.pauses
+        if p0 is not None and p1 is not None and p1 - p0 < RESUMED_GAP_S - EPS
+    )
     for kind, evs in (
         ("backchannel", rec.backchannels),
         ("echo", rec.echoes),
@@ -314,7 +349,14 @@ def score_call(
             meets = [r for r in audible if r.first_audio_at < ev.end and _play_end(r) > ev.start]  # type: ignore[operator]
             stopped = id(ev) in blamed
             events_out.append(
-                EventScore(kind, ev.start, ev.end, bool(meets), bool(meets) and stopped)
+                EventScore(
+                    kind,
+                    ev.start,
+                    ev.end,
+                    bool(meets),
+                    bool(meets) and stopped,
+                    brief_hold=bool(meets) and not stopped and id(ev) in held,
+                )
             )
 
     spurious = sum(1 for r in audible if r.id not in used)
@@ -343,6 +385,11 @@ def score_call(
                 "stopped_at": None if r.stopped_at is None else round(r.stopped_at, 4),
                 "planned_end": None if r.planned_end is None else round(r.planned_end, 4),
                 "stop_reason": r.stop_reason,
+                # barge-in holds: [paused at, resumed at (None: confirmed)]
+                "pauses": [
+                    [round(float(a or 0.0), 4), None if b is None else round(b, 4)]
+                    for a, b in r.pauses
+                ],
                 "turn": r.turn,
                 "cutoff": r.turn is not None and r.decision_at < rec.caller_turns[r.turn].end - EPS,
                 "reason": r.reason,
@@ -380,11 +427,13 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
     eot = [t.eot_delay_ms for t in turns if t.eot_delay_ms is not None]
     fbi: dict[str, float | None] = {}
     fbi_counts: dict[str, dict[str, int]] = {}
+    brief: dict[str, int] = {}
     for kind in EVENT_KINDS:
         evs = [e for c in calls for e in c.events if e.kind == kind and e.agent_speaking]
         stopped = sum(e.stopped for e in evs)
         fbi[kind] = _rate(stopped, len(evs))
         fbi_counts[kind] = {"events": len(evs), "stopped": stopped}
+        brief[kind] = sum(e.brief_hold for e in evs)
     barge = [t for t in turns if t.barge_in]
     stop_ms = [t.stop_latency_ms for t in barge if t.stop_latency_ms is not None]
     holds: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -403,6 +452,9 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
         "eot_delay_ms": _pct(eot, 50, 95),
         "false_barge_in_rate": fbi,
         "false_barge_in_counts": fbi_counts,
+        # Events the agent held its audio for under 150 ms, then went on
+        # (not stops: hiccups the caller may hear).
+        "barge_in_brief_holds": brief,
         "barge_in_recall": _rate(sum(t.barge_in_stopped for t in barge), len(barge)),
         "barge_in_count": len(barge),
         "barge_in_stop_ms": _pct(stop_ms, 50, 95),

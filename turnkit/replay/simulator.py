@@ -33,9 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from turnkit.audio.vad import VADAnalyzer, VADParams
 from turnkit.audio.vad_processor import VADProcessor
 from turnkit.audio.wav import AudioError, read_wav
+from turnkit.barge_in.controller import BargeInController
 from turnkit.barge_in.cursor import PlaybackCursor
 from turnkit.barge_in.echo import EchoFilter, align_reference
-from turnkit.barge_in.policy import BargeInPolicy, FilteredBargeIn, VADBargeIn
 from turnkit.barge_in.processors import EchoGateProcessor
 from turnkit.clock import VirtualClock
 from turnkit.detectors.endpointing import ComputeMode
@@ -92,7 +92,7 @@ class ReplayConfig(BaseModel):
     count_compute: bool = Field(True, description="False: the same as compute='none'")
     eager: bool = Field(False, description="start drafts on eager signals (EagerDrafter)")
     filters: bool = Field(
-        True, description="echo + acknowledgement filters for barge-in (False: raw VADBargeIn)"
+        True, description="barge-in echo + acknowledgement filters (False: raw VAD baseline)"
     )
     llm_url: str | None = Field(
         None, description="live OpenAI-compatible engine for LLM TTFTs instead of the model"
@@ -157,7 +157,7 @@ def barge_in_filters(
     config: ReplayConfig,
     *,
     stream: bool = False,
-) -> tuple[BargeInPolicy, list[FrameProcessor], str]:
+) -> tuple[BargeInController, list[FrameProcessor], str]:
     """The barge-in policy and the echo gate in front of the VAD, and what
     the echo filter's reference was: "agent.wav", "missing" (transcript
     check only) or "off" (``filters=False``: the raw VAD baseline).
@@ -167,8 +167,8 @@ def barge_in_filters(
     gate; memory flat with the call's length) instead of whole; the gate is
     then the last processor of the list, not the first."""
     if not config.filters:
-        return VADBargeIn(clock), [], "off"
-    policy = FilteredBargeIn(clock, language=rec.manifest.language)
+        return BargeInController.raw_vad(clock), [], "off"
+    policy = BargeInController(clock, language=rec.manifest.language)
     if rec.agent_path is None:
         return policy, [], "missing"
     if stream:
@@ -188,7 +188,7 @@ def barge_in_filters(
 async def replay_agent(
     rec: Recording,
     clock: VirtualClock,
-    barge_in: BargeInPolicy,
+    barge_in: BargeInController,
     llm: TTFTSource,
     rng: random.Random,
     config: ReplayConfig,

@@ -1,0 +1,313 @@
+"""The barge-in controller: each action, on real corpus audio through the
+real Silero VAD where audio matters; the replay resuming after a false
+interruption; the metrics' rule for a resumed pause."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from turnkit.audio.vad import VADAnalyzer, VADStep
+from turnkit.barge_in.controller import Action, BargeInController, BargeInParams
+from turnkit.clock import VirtualClock
+from turnkit.replay.agent import Reply
+from turnkit.replay.metrics import RESUMED_GAP_S, aggregate, stop_times
+from turnkit.replay.recording import Recording, load_recording
+from turnkit.replay.simulator import LabelPlanner, ReplayConfig, replay_call
+
+REC = Path(__file__).resolve().parents[1] / "recordings"
+SR = 16000
+N = 512
+FRAME_S = N / SR
+
+# headset-bargein-11: no echo in the caller's microphone (a headset), so the
+# caller audio goes to the VAD as it is. Its labels (call.json): a bid
+# "Sorry, not Tuesday..." at 9.344 s while the agent's first reply plays, an
+# "okay" backchannel at 20.953 s (0.35 s) during the third.
+HEADSET = "headset-bargein-11"
+
+
+@dataclass
+class Run:
+    actions: list[tuple[float, Action, str]]
+
+    def first(self, *kinds: Action) -> tuple[float, Action, str] | None:
+        return next((a for a in self.actions if a[1] in kinds), None)
+
+    def kinds(self) -> list[Action]:
+        return [a[1] for a in self.actions]
+
+
+def _rec(name: str = HEADSET) -> Recording:
+    return load_recording(REC / name)
+
+
+def _transcripts(rec: Recording, t0: float, t1: float) -> list[tuple[float, str]]:
+    """The words of the caller's speech in [t0, t1] as a streaming
+    recogniser would send them: each turn's text so far at each word's end,
+    a backchannel's text at its end."""
+    out: list[tuple[float, str]] = []
+    for turn in rec.caller_turns:
+        said: list[str] = []
+        for w in turn.words or []:
+            said.append(w.text)
+            if t0 <= w.end <= t1:
+                out.append((w.end, " ".join(said)))
+    for bc in rec.backchannels:
+        if t0 <= bc.end <= t1 and bc.text:
+            out.append((bc.end, bc.text))
+    return sorted(out)
+
+
+def _drive(ctl: BargeInController, rec: Recording, t0: float, t1: float, **kw: object) -> Run:
+    return asyncio.run(_adrive(ctl, rec, t0, t1, **kw))  # type: ignore[arg-type]
+
+
+async def _adrive(
+    ctl: BargeInController,
+    rec: Recording,
+    t0: float,
+    t1: float,
+    *,
+    agent_text: str | None = "",
+    agent_at: float | None = None,
+    words: bool = True,
+    pending: bool = False,
+) -> Run:
+    """Stream the caller's real audio from ``t0`` to ``t1`` through the real
+    Silero VAD into ``ctl`` (with the labelled words at their ends unless
+    ``words`` is False); the agent talks from ``agent_at`` (None: silent).
+    The test plays the host: a pause stops the agent's progress, a stop or
+    a confirm ends it, a resume goes on."""
+    clock: VirtualClock = ctl.clock  # type: ignore[assignment]
+    audio = rec.caller_audio(SR)
+    vad = VADAnalyzer()
+    said = _transcripts(rec, t0, t1) if words else []
+    k = 0
+    run = Run([])
+    started = False
+    if pending:
+        ctl.on_reply_pending(True)
+    i = round(t0 * SR) // N * N
+    while i + N <= min(len(audio), round(t1 * SR)):
+        at = i / SR
+        await clock.advance_to(at + FRAME_S)
+        if agent_at is not None and not started and at >= agent_at:
+            ctl.on_agent_started(agent_text or "", at)
+            started = True
+        step: VADStep = vad.analyze(audio[i : i + N], at)
+        acts = [ctl.on_frame(step, audio[i : i + N])]
+        while k < len(said) and said[k][0] <= at + FRAME_S:
+            acts.append(ctl.on_transcript(said[k][1]))
+            k += 1
+        for a in acts:
+            if a is Action.KEEP:
+                continue
+            run.actions.append((clock.now(), a, ctl.reason))
+            if a in (Action.STOP, Action.CONFIRM):
+                ctl.on_agent_stopped(clock.now())
+            if a is Action.CANCEL_PENDING:
+                ctl.on_reply_pending(False)
+        i += N
+    return run
+
+
+def test_a_real_bid_pauses_from_audio_before_its_word_and_words_confirm_it() -> None:
+    rec = _rec()
+    bid = rec.caller_turns[1]
+    assert bid.text.startswith("Sorry")
+    ctl = BargeInController(VirtualClock())
+    agent = "Sure. Your next order is scheduled for Tuesday morning, and the driver will call."
+    # No words at all first: what the audio alone decides.
+    run = _drive(ctl, rec, 8.0, 11.0, agent_text=agent, agent_at=8.0, words=False)
+    pause = run.first(Action.PAUSE)
+    assert pause is not None, run.actions
+    # Audio evidence alone: within 300 ms of the labelled onset, before the
+    # first word ("Sorry") has even ended.
+    assert pause[0] - bid.start <= 0.3
+    assert bid.words is not None and pause[0] < bid.words[0].end
+    # With the words, the same bid ends the agent's reply: "sorry" is no
+    # acknowledgement (a stop, or the confirm of a standing pause).
+    ctl2 = BargeInController(VirtualClock())
+    run2 = _drive(ctl2, rec, 8.0, 11.0, agent_text=agent, agent_at=8.0)
+    assert run2.kinds()[0] is Action.PAUSE
+    end = run2.first(Action.CONFIRM, Action.STOP)
+    assert end is not None and "sorry" in end[2]
+    assert end is run2.actions[-1]
+
+
+def test_a_real_backchannel_never_stops_the_agent() -> None:
+    rec = _rec()
+    bc = next(b for b in rec.backchannels if b.text == "okay")
+    agent = "Okay, Wednesday afternoon. Same address as before?"
+    ctl = BargeInController(VirtualClock())
+    run = _drive(ctl, rec, bc.start - 1.3, bc.end + 1.0, agent_text=agent, agent_at=bc.start - 1.3)
+    assert Action.STOP not in run.kinds() and Action.CONFIRM not in run.kinds()
+    # Any hold it made was released in under 150 ms (not heard as a stop).
+    acts = run.actions
+    for j, (t, a, _) in enumerate(acts):
+        if a is Action.PAUSE:
+            nxt = acts[j + 1] if j + 1 < len(acts) else None
+            assert nxt is not None and nxt[1] is Action.RESUME
+            assert nxt[0] - t < RESUMED_GAP_S
+
+
+def test_raw_vad_baseline_stops_on_the_backchannel_and_never_resumes() -> None:
+    rec = _rec()
+    bc = next(b for b in rec.backchannels if b.text == "okay")
+    ctl = BargeInController.raw_vad(VirtualClock())
+    run = _drive(ctl, rec, bc.start - 1.0, bc.end + 1.0, agent_text="Okay.", agent_at=bc.start - 1)
+    assert run.kinds() == [Action.STOP]
+    assert run.actions[0][0] - bc.start < 0.2
+
+
+def test_wordless_speech_past_a_backchannel_pauses_then_confirms_by_length() -> None:
+    # The bid's audio with no recogniser at all (a language it cannot
+    # transcribe): the pause stands through the hold and the length confirms.
+    rec = _rec()
+    bid = rec.caller_turns[1]
+    ctl = BargeInController(VirtualClock())
+    run = _drive(ctl, rec, 8.0, 12.5, agent_text="A long reply.", agent_at=8.0, words=False)
+    kinds = run.kinds()
+    assert kinds[0] is Action.PAUSE and Action.CONFIRM in kinds
+    confirm = run.first(Action.CONFIRM)
+    assert confirm is not None and "speech past" in confirm[2]
+    assert confirm[0] - bid.start >= ctl.params.confirm_after_s - 0.1
+
+
+def test_a_noise_held_without_words_resumes() -> None:
+    # A wordless sound that outlasts the hold but ends before it is a bid
+    # (here the bid's first word, with the recogniser silent and a long
+    # confirm limit): the agent goes on once no words followed.
+    rec = _rec()
+    bid = rec.caller_turns[1]
+    params = BargeInParams(confirm_after_s=5.0, merge_gap_s=0.0)
+    ctl = BargeInController(VirtualClock(), params=params)
+    run = _drive(ctl, rec, 8.0, bid.start + 0.9, agent_text="A reply.", agent_at=8.0, words=False)
+    kinds = run.kinds()
+    assert Action.PAUSE in kinds and Action.RESUME in kinds
+    assert Action.CONFIRM not in kinds and Action.STOP not in kinds
+
+
+def test_cancel_pending_on_caller_speech_before_the_reply_plays() -> None:
+    rec = _rec()
+    bid = rec.caller_turns[1]
+    ctl = BargeInController(VirtualClock())
+    run = _drive(ctl, rec, bid.start - 0.5, bid.start + 0.5, agent_at=None, pending=True)
+    assert run.kinds() == [Action.CANCEL_PENDING]
+    assert run.actions[0][0] - bid.start < 0.2
+    # The detector saying the caller went on cancels it too; nothing pending: keep.
+    ctl.on_reply_pending(True)
+    assert ctl.on_turn_resumed() is Action.CANCEL_PENDING
+    ctl.on_reply_pending(False)
+    assert ctl.on_turn_resumed() is Action.KEEP
+
+
+def _steps(clock: VirtualClock, ctl: BargeInController, t0: float, dur: float) -> list[Action]:
+    """Hand-built VAD steps (a fake VAD: fast unit checks of word rules
+    beside the real-audio tests above)."""
+    out = []
+    t = t0
+    first = True
+    while t < t0 + dur:
+        asyncio.run(clock.advance_to(t + FRAME_S))
+        step = VADStep(0.9, True, started=first, speech_start=t0, speech_end=t + FRAME_S)
+        out.append(ctl.on_frame(step, None))
+        first = False
+        t += FRAME_S
+    return out
+
+
+def test_fake_vad_words_decide_stop_question_answer_and_echo() -> None:
+    clock = VirtualClock()
+    ctl = BargeInController(clock)
+    ctl.on_agent_started("Your order ships Friday from our main warehouse.", 0.0)
+    _steps(clock, ctl, 1.0, 0.1)
+    assert ctl.on_transcript("wait") is Action.STOP
+    # "okay" after the agent asked: an answer, a bid.
+    clock2 = VirtualClock()
+    ctl2 = BargeInController(clock2)
+    ctl2.on_agent_started("Shall I book it?", 0.0)
+    _steps(clock2, ctl2, 1.2, 0.1)
+    assert ctl2.on_transcript("okay") is Action.STOP and "question" in ctl2.reason
+    # The agent's own words coming back while held: resume.
+    clock3 = VirtualClock()
+    ctl3 = BargeInController(clock3)
+    ctl3.on_agent_started("Your order ships Friday from our main warehouse.", 0.0)
+    acts = _steps(clock3, ctl3, 1.0, 0.5)
+    assert Action.PAUSE in acts
+    assert ctl3.on_transcript("ships friday from") is Action.RESUME
+
+
+def test_speech_already_going_when_the_agent_starts_is_not_a_barge_in() -> None:
+    clock = VirtualClock()
+    ctl = BargeInController(clock)
+    _steps(clock, ctl, 0.0, 0.2)
+    ctl.on_agent_started("Sure.", clock.now())
+    t = clock.now()
+    acts = []
+    for _ in range(20):
+        asyncio.run(clock.advance_to(t + FRAME_S))
+        acts.append(ctl.on_frame(VADStep(0.9, True, speech_start=0.0, speech_end=t + FRAME_S)))
+        t += FRAME_S
+    assert set(acts) == {Action.KEEP}
+
+
+def test_a_resumed_pause_counts_as_a_stop_only_from_150_ms() -> None:
+    def reply(gap: float) -> Reply:
+        r = Reply(0, 0.0, 0.0, 0.0, 1.0, 0, first_audio_at=1.0, planned_end=5.0)
+        r.pauses.append([2.0, 2.0 + gap])
+        r.stop_reason = "completed"
+        return r
+
+    assert stop_times(reply(0.1)) == []
+    assert stop_times(reply(0.2)) == [2.0]
+    confirmed = reply(0.0)
+    confirmed.pauses.clear()
+    confirmed.stop_reason, confirmed.stopped_at = "interrupted", 2.5
+    assert stop_times(confirmed) == [2.5]
+
+
+def test_replay_resumes_after_a_false_interruption_and_scores_it() -> None:
+    # booking-think-03 with a recogniser 250 ms late: the "uh-huh" and
+    # "mm-hmm" backchannels are held from their audio and released when
+    # they end (under 150 ms); the reply plays on to its end, later by the
+    # hold.
+    rec = load_recording(REC / "booking-think-03")
+    score = asyncio.run(replay_call(rec, "silence", ReplayConfig(stt_delay_ms=250)))
+    resumed = [r for r in score.replies if any(p[1] is not None for p in r["pauses"])]
+    assert resumed, score.replies
+    for r in resumed:
+        assert r["stop_reason"] in ("completed", "interrupted", "superseded")
+        for p0, p1 in r["pauses"]:
+            if p1 is not None:
+                assert 0 < p1 - p0 < RESUMED_GAP_S
+    res = aggregate("silence", [score])
+    assert res["false_barge_in_counts"]["backchannel"]["stopped"] == 0
+    assert res["barge_in_brief_holds"]["backchannel"] >= 1
+    # A held reply played on to its end, that much later.
+    done = [r for r in resumed if r["stop_reason"] == "completed"]
+    assert done
+    r = done[0]
+    held = sum(p1 - p0 for p0, p1 in r["pauses"] if p1 is not None)
+    unpaused_end = LabelPlanner(rec, ReplayConfig().default_reply_s).play_until(
+        r["turn"], r["first_audio_at"]
+    )
+    assert r["stopped_at"] == pytest.approx(unpaused_end + held, abs=2e-3)
+
+
+@pytest.mark.parametrize("filters", [True, False])
+def test_replay_no_filters_is_the_controllers_raw_configuration(filters: bool) -> None:
+    rec = load_recording(REC / HEADSET)
+    score = asyncio.run(replay_call(rec, "silence", ReplayConfig(filters=filters)))
+    res = aggregate("silence", [score])
+    pauses = [p for r in score.replies for p in r["pauses"]]
+    if filters:
+        assert res["false_barge_in_counts"]["backchannel"]["stopped"] == 0
+    else:
+        assert pauses == []  # the raw baseline only stops
+        assert res["false_barge_in_counts"]["backchannel"]["stopped"] == 1
+    assert res["barge_in_recall"] == 1.0

@@ -1,0 +1,571 @@
+"""The barge-in controller: one decision, every host.
+
+While the agent talks (or is about to), is caller sound a bid for the floor?
+:class:`BargeInController` answers with a typed :class:`Action` that the host
+only executes (turnkit's :class:`~turnkit.barge_in.processors.BargeInProcessor`,
+the replay's agent, the Pipecat and LiveKit plugins):
+
+==================  ==========================================================
+``keep``            nothing to do (no caller speech, an acknowledgement, echo)
+``pause``           hold the agent's audio (or duck it): caller speech that
+                    looks like a bid, no deciding word yet
+``stop``            stop and flush the agent's audio: a bid, decided at once
+``resume``          the pause was a false interruption: play on from where it
+                    stopped
+``confirm``         the paused bid is real: stop for good (flush the held
+                    audio, stop generation)
+``cancel_pending``  the caller spoke before the pending reply's first audio:
+                    drop that reply (the caller went on)
+==================  ==========================================================
+
+Evidence, per caller speech segment (a VAD onset to its end, on audio that has
+passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
+
+* **audio, before words** (each 32 ms frame: :meth:`on_frame`): how long the
+  speech has gone on; its energy against the caller's own speech level (a bid
+  is spoken at full voice, a backchannel is mostly softer); its pitch contour
+  (a backchannel is short, low and flat or falling; a bid starts high or
+  rises); where it falls in the agent's sentence (by the playback cursor's
+  text offset, :meth:`on_agent_progress`, else elapsed time at a speaking
+  rate): acknowledgements come at the agent's phrase boundaries, bids
+  anywhere. Speech of ``pause_after_s`` whose evidence scores as a bid
+  pauses the agent; speech past ``max_backchannel_s`` pauses it whatever the
+  score (backchannels are 0.2-0.6 s).
+* **words** (:meth:`on_transcript`, the recogniser's text of the caller's
+  turn so far) confirm or clear it: any word outside the language's
+  acknowledgement lexicon (:mod:`~turnkit.barge_in.lexicon`) is a bid (a
+  ``stop`` while talking, a ``confirm`` while paused); more than
+  ``max_backchannel_words`` lexicon words is a bid; a lexicon word that
+  answers a yes/no question the agent has already asked is a bid; lexicon
+  words alone ("uh-huh", "okay") or a run of the agent's own recent words
+  (:class:`~turnkit.barge_in.echo.EchoTranscriptCheck`) are not (``resume``
+  if paused).
+* **silence after a pause**: the segment ended short of a bid with no
+  deciding word (``quiet_resume_s`` of quiet): ``resume``; a segment that
+  went on past ``max_backchannel_s`` waits up to ``word_wait_s`` for words,
+  then resumes (a cough, a long "mmm"); speech past ``confirm_after_s`` is a
+  bid without words (``confirm``).
+* **pending reply**: a speech onset while the host has a reply decided but
+  not yet audible (:meth:`on_reply_pending`), or the detector saying the
+  caller went on (:meth:`on_turn_resumed`): ``cancel_pending``.
+
+``BargeInParams(filters=False)`` is the raw VAD baseline every stack ships
+(``turnkit replay --no-filters``): any VAD speech onset while the agent talks
+is a ``stop``; no pause, no resume, words ignored.
+
+All times come from the injected clock; the controller keeps no threads and
+no framework objects.
+
+Example::
+
+    ctl = BargeInController(clock, language="en")
+    ctl.on_agent_started("Your order ships Friday.", at=clock.now())
+    act = ctl.on_frame(frame.vad, frame.audio)   # each caller frame
+    act = ctl.on_transcript(transcript)          # each transcript update
+    if act is Action.PAUSE: hold_playback()
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+from turnkit.audio.vad import VADStep
+from turnkit.barge_in.echo import EchoTranscriptCheck
+from turnkit.barge_in.lexicon import is_answer, is_backchannel, tokens
+from turnkit.clock import Clock
+
+__all__ = ["Action", "BargeInController", "BargeInParams", "Evidence"]
+
+CHARS_PER_SECOND = 15.0  # the agent's speaking rate when no playback marks arrive
+_WORDISH = re.compile(r"[\w'’-]", re.UNICODE)
+_BOUNDARY = re.compile(r"[,.;:?!]")
+
+
+class Action(StrEnum):
+    KEEP = "keep"
+    PAUSE = "pause"
+    STOP = "stop"
+    RESUME = "resume"
+    CONFIRM = "confirm"
+    CANCEL_PENDING = "cancel_pending"
+
+
+@dataclass(frozen=True, slots=True)
+class BargeInParams:
+    """The controller's configuration (see the module docstring)."""
+
+    filters: bool = True  # False: the raw VAD baseline
+    # Audio evidence: the earliest pause, and the bid score it needs.
+    pause_after_s: float = 0.2
+    bid_threshold: float = 0.5
+    # An early pause is a speculative hold of at most this long (a gap under
+    # 150 ms is not heard as the agent stopping): speech still going at its
+    # end commits it (the caller is past a backchannel's length), else the
+    # agent resumes.
+    hold_s: float = 0.12
+    # Speech this long without a deciding word pauses whatever the score
+    # (acknowledgements are mostly 0.2-0.6 s: "uh-huh", "okay").
+    max_backchannel_s: float = 0.45
+    # Speech this long while paused is a bid without words.
+    confirm_after_s: float = 1.2
+    max_backchannel_words: int = 3
+    # Held speculatively, the caller went quiet this long: resume.
+    quiet_resume_s: float = 0.032
+    # Speech again within this gap continues the segment (a pause inside a
+    # phrase: median 0.2 s, p75 0.31 s in real calls).
+    merge_gap_s: float = 0.3
+    # Paused past max_backchannel_s: after the speech ends, words may still come.
+    word_wait_s: float = 0.6
+    # Caller speech this long before a reply's first audio cancels it (0: the onset).
+    pending_cancel_s: float = 0.0
+    # A frame below this VAD probability is quiet (Silero's negative threshold),
+    # and so is one this many dB below the segment's median level.
+    quiet_prob: float = 0.35
+    end_drop_db: float = 12.0
+
+
+@dataclass(slots=True)
+class Evidence:
+    """What the controller knows about the current caller segment."""
+
+    onset: float
+    last_speech: float
+    speaking: bool = True
+    frames: int = 0
+    energy_db: list[float] = field(default_factory=list)
+    pitch_hz: list[float] = field(default_factory=list)  # 0: unvoiced frame
+    quiet_since: float | None = None
+    words: list[str] = field(default_factory=list)
+    acknowledged: bool = False  # lexicon words only so far
+    at_boundary: bool = False  # fell at a phrase boundary of the agent's text
+    score: float | None = None  # bid score when it was judged
+    probs: list[float] = field(default_factory=list)  # VAD probability per frame
+    held: bool = False  # a speculative hold on it ended in a resume
+
+    @property
+    def duration(self) -> float:
+        return self.last_speech - self.onset
+
+
+def frame_energy_db(audio: np.ndarray) -> float:
+    rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64)))) if len(audio) else 0.0
+    return 20.0 * math.log10(max(rms, 1e-6))
+
+
+def frame_pitch_hz(audio: np.ndarray, rate: int = 16000) -> float:
+    """Fundamental frequency of a voiced frame by normalised autocorrelation
+    (70-400 Hz); 0.0 for an unvoiced or silent one."""
+    n = len(audio)
+    lo, hi = int(rate / 400), int(rate / 70)
+    if n < 2 * lo or n <= lo + 2:
+        return 0.0
+    x = audio.astype(np.float64) - float(np.mean(audio))
+    e = float(np.dot(x, x))
+    if e < 1e-8:
+        return 0.0
+    size = 1 << (2 * n - 1).bit_length()
+    spec = np.fft.rfft(x, size)
+    ac = np.fft.irfft(spec * np.conj(spec), size)[:n]
+    hi = min(hi, n - 2)
+    # Normalise by the overlap so long lags are not penalised.
+    lags = np.arange(lo, hi + 1)
+    norm = ac[lo : hi + 1] / (e * (n - lags) / n)
+    k = int(np.argmax(norm))
+    if norm[k] < 0.45:
+        return 0.0
+    return rate / float(lags[k])
+
+
+class BargeInController:
+    """Decides, from caller audio, words and the agent's playback, whether
+    caller sound takes the floor; returns :class:`Action` values that hosts
+    execute (see the module docstring for the evidence and the rules)."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        language: str = "en",
+        params: BargeInParams | None = None,
+        echo_check: EchoTranscriptCheck | None = None,
+        sample_rate: int = 16000,
+    ) -> None:
+        self.clock = clock
+        self.language = language
+        self.params = params or BargeInParams()
+        self.echo_check = echo_check if echo_check is not None else EchoTranscriptCheck()
+        self.sample_rate = sample_rate
+        self.reason = ""
+        self.caller_level_db: float | None = None  # the caller's speech level (turns)
+        self.log: list[tuple[float, Action, str]] = []  # every non-keep action
+        self.reset()
+
+    @classmethod
+    def raw_vad(cls, clock: Clock) -> BargeInController:
+        """The raw VAD baseline: any speech onset stops the agent."""
+        return cls(clock, params=BargeInParams(filters=False))
+
+    @property
+    def filters(self) -> bool:
+        return self.params.filters
+
+    def reset(self) -> None:
+        self.agent_text = ""
+        self._agent_start: float | None = None
+        self._played_chars: int | None = None
+        self._paused = False
+        self._paused_at: float | None = None
+        self._hold_until: float | None = None  # a speculative pause's end
+        self._hold_quiet = False  # a quiet frame came during the hold
+        self._floor = False  # the caller took the floor: the rest of this segment is theirs
+        self._pending = False
+        self._pending_onset: float | None = None
+        self._seg: Evidence | None = None
+        self._tok_text = ""
+        self._tok_words: list[str] = []
+        self._base_n = 0  # transcript words before the current segment
+        self._base_words: list[str] = []
+
+    # -- agent side -------------------------------------------------------------
+    @property
+    def agent_speaking(self) -> bool:
+        """The agent's audio is playing (not paused by the controller)."""
+        return self._agent_start is not None and not self._paused
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def pending(self) -> bool:
+        return self._pending
+
+    def on_reply_pending(self, pending: bool = True) -> None:
+        """The host has a reply decided whose audio has not started (False:
+        it started, or was dropped)."""
+        self._pending = pending
+        if not pending:
+            self._pending_onset = None
+
+    def on_agent_started(self, text: str, at: float | None = None) -> None:
+        """The reply's first audio played (``text``: what it says, as far as known)."""
+        at = self.clock.now() if at is None else at
+        self.agent_text = text
+        self._agent_start = at
+        self._played_chars = None
+        self._pending = False
+        self._pending_onset = None
+        self._paused = False
+        self._floor = False
+        self.echo_check.agent_said(text, at)
+        if self._seg is not None and self._seg.onset < at - 1e-9:
+            # Speech already going when the agent began is not a barge-in
+            # (the turn detector answered early: that is its business).
+            self._seg = None
+
+    def on_agent_text(self, text: str) -> None:
+        """The whole text of the reply now playing, once known."""
+        if text and text != self.agent_text:
+            self.agent_text = text
+            self.echo_check.agent_said(text, self.clock.now())
+
+    def on_agent_progress(self, text_offset: int) -> None:
+        """The first ``text_offset`` characters have played (a playback mark)."""
+        self._played_chars = text_offset
+
+    def on_agent_stopped(self, at: float | None = None) -> None:
+        """The agent's audio ended (completed, stopped or flushed by the host)."""
+        self._agent_start = None
+        self._paused = False
+        self._paused_at = None
+        self._hold_until = None
+
+    # -- caller side ------------------------------------------------------------
+    def on_turn_resumed(self) -> Action:
+        """The end-of-turn detector says the caller went on."""
+        if self._pending:
+            return self._act(Action.CANCEL_PENDING, "caller went on before the reply played")
+        return Action.KEEP
+
+    def on_frame(self, vad: VADStep, audio: np.ndarray | None = None) -> Action:
+        """One caller frame (after the echo filter) and its VAD verdict."""
+        now = self.clock.now()
+        quiet = vad.prob < self.params.quiet_prob
+        if not self._agent_start and audio is not None and vad.speaking and not quiet:
+            # The caller's own turns set the level a bid is judged against.
+            self._learn_level(frame_energy_db(audio))
+        # A reply decided but not audible yet: caller speech makes it stale.
+        if self._pending and self._agent_start is None:
+            if vad.started:
+                self._pending_onset = vad.speech_start
+            if vad.speaking and self._pending_onset is not None:
+                if vad.speech_end - self._pending_onset >= self.params.pending_cancel_s - 1e-9:
+                    self._pending_onset = None
+                    return self._act(Action.CANCEL_PENDING, "caller spoke before the reply")
+            elif not vad.speaking:
+                self._pending_onset = None
+        if self._agent_start is None:
+            self._seg = None
+            return Action.KEEP
+        if not self.params.filters:
+            if vad.started and not self._paused:
+                return self._act(Action.STOP, "caller speech (raw VAD)")
+            return Action.KEEP
+        if vad.started:
+            self._open(vad.speech_start)
+        seg = self._seg
+        if seg is None:
+            return Action.KEEP
+        seg.probs.append(vad.prob)
+        if vad.speaking:
+            seg.last_speech = max(seg.last_speech, vad.speech_end)
+        if vad.stopped:
+            seg.speaking = False
+            seg.last_speech = vad.speech_end
+        if audio is not None and len(audio) and not quiet and seg.energy_db:
+            # The voice fell well below the segment's own level: it ended
+            # (the VAD's probability trails the audio by a frame or two).
+            db = frame_energy_db(audio)
+            quiet = db < float(np.median(seg.energy_db)) - self.params.end_drop_db
+        if not quiet and vad.speaking:
+            seg.quiet_since = None
+            if audio is not None and len(audio):
+                seg.frames += 1
+                seg.energy_db.append(frame_energy_db(audio))
+                seg.pitch_hz.append(frame_pitch_hz(audio, self.sample_rate))
+        elif seg.quiet_since is None:
+            seg.quiet_since = now
+        if self._floor:
+            if not seg.speaking:
+                self._close()
+            return Action.KEEP
+        if self._paused:
+            return self._while_paused(seg, now, quiet)
+        # Talking: judge the segment on its audio so far.
+        if seg.held and seg.speaking and not quiet:
+            # Speech again right after a held sound ("Wait, | that's not"):
+            # hold again at once.
+            seg.held = False
+            return self._pause("speech again after a held sound", speculative=True)
+        if not seg.speaking:
+            # Ended short of a pause: an acknowledgement or a noise, unless
+            # late words say otherwise (they may trail the audio).
+            if seg.acknowledged or now - seg.last_speech > self.params.word_wait_s:
+                self._close()
+            return Action.KEEP
+        dur = seg.duration
+        if dur >= self.params.max_backchannel_s - 1e-9:
+            return self._pause(f"speech past {self.params.max_backchannel_s:.2f} s")
+        if not seg.acknowledged and dur >= self.params.pause_after_s - 1e-9 and seg.score is None:
+            seg.score = self.bid_score(seg)
+            if seg.score >= self.params.bid_threshold:
+                return self._pause(
+                    f"audio evidence of a bid (score {seg.score:.2f})", speculative=True
+                )
+        return Action.KEEP
+
+    def on_transcript(self, text: str) -> Action:
+        """The recogniser's transcript of the caller's current turn so far."""
+        words = self._tokens(text)
+        seg = self._seg
+        n = self._base_n
+        start = n if self._base_words is words or words[:n] == self._base_words[:n] else 0
+        if seg is None and self.agent_speaking and self.params.filters and len(words) > start:
+            # Words while the agent talks and the VAD heard no onset (double
+            # talk the echo filter held down): the words open the segment.
+            now = self.clock.now()
+            seg = self._seg = Evidence(onset=now, last_speech=now, speaking=False)
+        if seg is None or self._agent_start is None or not self.params.filters:
+            self._base_words, self._base_n = words, len(words)
+            return Action.KEEP
+        seg.words = words[start:]
+        if not seg.words or self._floor:
+            return Action.KEEP
+        return self._judge_words(seg)
+
+    # -- features ---------------------------------------------------------------
+    def bid_score(self, seg: Evidence) -> float:
+        """How much the segment's audio so far looks like a bid (0-1),
+        judged once it is ``pause_after_s`` long (0.5 or more pauses): its
+        energy against the caller's own speech level (at or above it: more
+        bid-like; 15 dB below: a murmur, a breath, residual echo), its pitch
+        contour (rising or level: bid-like; falling: an acknowledgement's
+        shape), whether the VAD already heard it break (two syllables with
+        a gap: "uh-huh"), and whether it falls at a phrase boundary of the
+        agent's text (where acknowledgements go). The length so far is the
+        gate itself, and the speculative hold (``hold_s``) settles what the
+        score cannot: speech that goes on through it is longer than a
+        backchannel.
+
+        On the demo corpus these weights are hand-set, not fitted: its
+        bids and backchannels come from one synthetic voice, and their
+        energy and pitch overlap there (see benchmarks/bench_barge_in.py)."""
+        score = 0.6
+        if seg.energy_db:
+            level = self.caller_level_db if self.caller_level_db is not None else -26.0
+            rel = float(np.median(seg.energy_db)) - level
+            # At or above the caller's own level: bid-like; far softer
+            # (a breath, a murmur, residual echo): not.
+            score += 0.1 * max(-1.0, min(1.0, rel / 6.0)) if rel > 0 else 0.0
+            if rel < -15.0:
+                score -= 0.2
+        voiced = [f for f in seg.pitch_hz if f > 0]
+        if len(voiced) >= 3:
+            st = 12.0 * np.log2(np.asarray(voiced) / voiced[0])
+            slope = float(np.polyfit(np.arange(len(st)), st, 1)[0])  # semitones per frame
+            # Rising or level: bid-like; falling fast: an acknowledgement's contour.
+            score += 0.1 * max(-1.0, min(0.5, slope / 0.5))
+        if seg.probs and min(seg.probs) < self.params.quiet_prob:
+            score -= 0.1  # broken by a quiet frame: "uh-huh"'s two syllables
+        if seg.at_boundary:
+            score -= 0.15
+        return max(0.0, min(1.0, score))
+
+    def _learn_level(self, db: float) -> None:
+        if db < -60.0:
+            return
+        if self.caller_level_db is None:
+            self.caller_level_db = db
+        else:
+            # A slow tracker leaning to the louder frames (the voice, not its tails).
+            a = 0.05 if db > self.caller_level_db else 0.01
+            self.caller_level_db += a * (db - self.caller_level_db)
+
+    def _at_boundary(self, at: float) -> bool:
+        """The agent is at (or just past) a phrase boundary of its text."""
+        text = self.agent_text
+        if not text or self._agent_start is None:
+            return False
+        played = self._played_chars
+        if played is None:
+            played = int((at - self._agent_start) * CHARS_PER_SECOND)
+        lo = max(0, played - int(0.6 * CHARS_PER_SECOND))
+        hi = played + int(0.15 * CHARS_PER_SECOND)
+        return _BOUNDARY.search(text, lo, max(lo, min(len(text), hi))) is not None
+
+    # -- internals --------------------------------------------------------------
+    def _tokens(self, text: str) -> list[str]:
+        prev = self._tok_text
+        if (
+            prev
+            and text.startswith(prev)
+            and (len(text) == len(prev) or not _WORDISH.match(text[len(prev)]))
+        ):
+            self._tok_words.extend(tokens(text[len(prev) :]))
+        else:
+            self._tok_words = tokens(text)
+        self._tok_text = text
+        return self._tok_words
+
+    def _open(self, onset: float) -> None:
+        seg = self._seg
+        if seg is not None and (
+            self._paused
+            or self._floor
+            or (not seg.acknowledged and onset - seg.last_speech <= self.params.merge_gap_s)
+        ):
+            # Still inside a paused bid (or the floor is the caller's), or
+            # speech again after a pause inside a phrase ("Wait, | that's
+            # not..."): the same segment goes on.
+            seg.speaking = True
+            return
+        if self._agent_start is not None and onset < self._agent_start - 1e-9:
+            return
+        self._base_words = self._tok_words
+        self._base_n = len(self._tok_words)
+        self._seg = Evidence(onset=onset, last_speech=onset, at_boundary=self._at_boundary(onset))
+
+    def _close(self) -> None:
+        self._seg = None
+        self._floor = False
+        self._base_words = self._tok_words
+        self._base_n = len(self._tok_words)
+
+    def _question_asked(self) -> bool:
+        if "?" not in self.agent_text or self._agent_start is None:
+            return False
+        played = self._played_chars
+        if played is None:
+            played = int((self.clock.now() - self._agent_start) * CHARS_PER_SECOND)
+        return self.agent_text.rfind("?", 0, max(0, played) + int(CHARS_PER_SECOND)) >= 0
+
+    def _judge_words(self, seg: Evidence) -> Action:
+        text = " ".join(seg.words)
+        if self.echo_check.is_echo(text, self.clock.now()):
+            seg.words = []
+            if self._paused:
+                return self._resume(f"echo of the agent's words: {text!r}")
+            return Action.KEEP
+        bid = None
+        if not is_backchannel(text, self.language):
+            bid = f"words: {text!r}"
+        elif len(seg.words) > self.params.max_backchannel_words:
+            bid = f"many words: {text!r}"
+        elif self._question_asked() and is_answer(text, self.language):
+            bid = f"answer to the agent's question: {text!r}"
+        if bid is not None:
+            self._floor = True
+            if self._paused:
+                return self._act(Action.CONFIRM, bid)
+            return self._act(Action.STOP, bid)
+        seg.acknowledged = True
+        if self._paused:
+            if seg.duration < self.params.max_backchannel_s or not seg.speaking:
+                return self._resume(f"acknowledgement: {text!r}")
+            return Action.KEEP
+        self.reason = f"acknowledgement: {text!r}"
+        return Action.KEEP
+
+    def _while_paused(self, seg: Evidence, now: float, quiet: bool) -> Action:
+        p = self.params
+        if self._hold_until is not None:
+            # A speculative hold: the first quiet resumes (the sound was
+            # short: a backchannel's length); speech that goes on through
+            # the hold makes the pause stand, for words to decide.
+            if quiet or seg.quiet_since is not None:
+                self._hold_quiet = True
+            if self._hold_quiet and (
+                seg.quiet_since is not None and now - seg.quiet_since >= p.quiet_resume_s - 1e-9
+            ):
+                return self._resume("short sound, no bid: agent goes on", held=seg)
+            if now >= self._hold_until - 1e-9:
+                if self._hold_quiet:
+                    return self._resume("speech broke off within the hold: agent goes on", held=seg)
+                self._hold_until = None
+                self.reason = "speech past a backchannel's length: the pause stands"
+            return Action.KEEP
+        if seg.duration >= p.confirm_after_s - 1e-9:
+            self._floor = True
+            return self._act(Action.CONFIRM, f"speech past {p.confirm_after_s:.2f} s")
+        if not seg.speaking and now - seg.last_speech >= p.word_wait_s - 1e-9:
+            return self._resume("false interruption: no words followed")
+        return Action.KEEP
+
+    def _pause(self, reason: str, speculative: bool = False) -> Action:
+        self._paused = True
+        self._paused_at = self.clock.now()
+        self._hold_until = self._paused_at + self.params.hold_s if speculative else None
+        self._hold_quiet = False
+        return self._act(Action.PAUSE, reason)
+
+    def _resume(self, reason: str, held: Evidence | None = None) -> Action:
+        """Play on. ``held``: a speculative hold ended by quiet; its segment
+        stays open, so speech again within ``merge_gap_s`` holds again at once."""
+        self._paused = False
+        self._paused_at = None
+        self._hold_until = None
+        self._seg = held
+        if held is not None:
+            held.held = True
+        self._base_words = self._tok_words
+        self._base_n = len(self._tok_words)
+        return self._act(Action.RESUME, reason)
+
+    def _act(self, action: Action, reason: str) -> Action:
+        self.reason = reason
+        self.log.append((self.clock.now(), action, reason))
+        return action
