@@ -60,6 +60,7 @@ from train_semantic_text import Example, _cut_ok, _punctuated  # noqa: E402
 
 from turnkit.text.features import (  # noqa: E402
     FEATURE_VERSION,
+    FILLERS,
     agent_context,
     feature_indices,
 )
@@ -236,17 +237,6 @@ _END_HOLDS = [
 ]  # fmt: skip
 
 
-_CANNOT_END = {
-    "the", "a", "an", "to", "of", "for", "with", "about", "and", "but", "or", "my", "your",
-    "our", "their", "his", "her", "its", "in", "on", "at", "from", "because", "if", "is",
-    "are", "was", "were", "i", "we", "they", "i'm", "im", "some", "very", "really", "so",
-    "than", "into", "by", "as", "would", "could", "should", "will", "can", "be", "been",
-    "me", "want", "need", "this", "that", "what", "where", "when", "how", "which", "who",
-    "whether", "there", "any", "more", "next", "last", "did", "do", "does", "have", "has",
-    "you", "it", "he", "she", "please", "um", "uh", "like", "get", "tell", "let", "make",
-}  # fmt: skip
-
-
 def _disfluent(words: list[str], rng: random.Random) -> list[str]:
     """Fillers and a restart inside a finished utterance: still finished."""
     w = list(words)
@@ -269,10 +259,7 @@ def assistant_examples(rng: random.Random) -> list[Example]:
         n += 1
         g = f"as{n}"
         out.append(Example(" ".join(words), agent, 1, 1.0, g, src))
-        # a hold only where the words so far cannot end a turn (after a
-        # function word): "play some relaxing music" cut after "play some" is
-        # a hold, after "play" it may be a finished request
-        cut_at = [k for k in range(1, len(words)) if words[k - 1] in _CANNOT_END]
+        cut_at = [k for k in range(1, len(words)) if words[k - 1] not in FILLERS]
         for k in sorted(rng.sample(cut_at, min(n_cuts, len(cut_at)))):
             out.append(Example(" ".join(words[:k]), agent, 0, 1.0, g, src))
         if rng.random() < 0.4:
