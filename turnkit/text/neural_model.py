@@ -17,7 +17,7 @@ agent's last message. Evidence, two parts whose logits add up:
 Trained by ``scripts/train_semantic_text.py --model v2`` and shipped as
 ``turnkit/models/semantic_text_v2.npz``; scoring is numpy only (no torch, no
 onnxruntime): one table lookup per word and one 3H×H mat-vec per word,
-well under a millisecond for a 24-word tail.
+well under a millisecond for the 16-word tail it reads.
 
 Example::
 
