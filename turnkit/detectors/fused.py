@@ -203,6 +203,7 @@ class FusedParams(DetectorParams):
         "auto", description="Smart Turn: auto = use it when pipecat-ai is installed"
     )
     text: Literal["on", "off"] = "on"
+    text_model: Literal["v1", "v2"] = Field("v2", description="semantic-text model version")
     llm: Literal["on", "off"] = "off"
     w_audio: float = Field(W_AUDIO, ge=0, description="weight of Smart Turn vs text (1.0)")
     w_text: float = Field(1.0, ge=0)
@@ -333,7 +334,7 @@ class FusedDetector(EndOfTurnDetector):
     def make_scorer(self) -> FusedScorer:
         p = self.params
         audio = self._load_audio() if p.audio != "off" else None
-        text = self._load("text") if p.text == "on" else None
+        text = self._load(f"text-{p.text_model}") if p.text == "on" else None
         llm = self._load_llm() if p.llm == "on" else None
         return FusedScorer(audio, text, llm, (p.w_audio, p.w_text, p.w_llm))
 
@@ -357,7 +358,7 @@ class FusedDetector(EndOfTurnDetector):
             else:
                 from turnkit.text.semantic_model import SemanticTextModel
 
-                model = SemanticTextModel.load("v1")  # its weights were fit to v1
+                model = SemanticTextModel.load(kind.removeprefix("text-"))
             self._models[kind] = model
         return model
 

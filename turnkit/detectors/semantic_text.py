@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -48,13 +49,16 @@ class SemanticTextParams(DetectorParams):
         ge=0,
         le=1,
         description="P(end) at or above which a pause of min_wait_ms ends the turn",
-        json_schema_extra={"sweep": [0.1, 0.2, 0.3, 0.38, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95]},
+        json_schema_extra={"sweep": [0.1, 0.2, 0.3, 0.38, 0.43, 0.55, 0.65, 0.75, 0.85, 0.95]},
     )
     eager_threshold: float = Field(
         DEFAULT_EAGER_THRESHOLD,
         ge=0,
         le=1,
         description="P(end) at or above which an eager signal goes out (once per pause)",
+    )
+    model: Literal["v1", "v2"] = Field(
+        "v2", description="packaged model: v2 (GRU + hashed features) or v1 (logistic regression)"
     )
     min_wait_ms: float = Field(250.0, ge=0, le=60_000, description="silence when it reads finished")
     max_wait_ms: float = Field(
@@ -121,10 +125,10 @@ class SemanticTextDetector(EndOfTurnDetector):
     def text_scorer(cls, params: DetectorParams | None = None) -> SemanticTextScorer:
         """A text-only scorer (``predict(text, agent_text)``, ``threshold``)."""
         p = params if isinstance(params, SemanticTextParams) else SemanticTextParams()
-        return SemanticTextScorer(SemanticTextModel.load(), p.threshold)
+        return SemanticTextScorer(SemanticTextModel.load(p.model), p.threshold)
 
     def make_scorer(self) -> SemanticTextScorer:
-        return SemanticTextScorer(SemanticTextModel.load(), self.params.threshold)
+        return SemanticTextScorer(SemanticTextModel.load(self.params.model), self.params.threshold)
 
     def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
         prm = self.params
