@@ -166,12 +166,16 @@ class ToolFigures:
         of a write a discarded draft asked for that no confirmed turn asked
         for (must be 0); ``filler_ack_ms``: tool start -> first filler
         audio, per filler played; ``filler_late_ms``: threshold -> first
-        filler audio."""
+        filler audio; ``executed_writes``: name and start of each write run."""
         asked = {k for t in self.gate.recent_turns for k in t.write_keys}
         writes = self.log.writes
         keys = [w.key for w in writes]
         recs = [r for r in self.fillers.records if r.first_audio_at is not None]
         return {
+            # the writes that ran: name and when (the backend's own log)
+            "executed_writes": [
+                {"name": w.name, "at": round(w.started_at, 4)} for w in writes
+            ],
             "calls": self.gate.calls,
             "reads_in_drafts": self.gate.draft_reads,
             "writes": len(writes),

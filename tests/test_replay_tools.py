@@ -1,0 +1,277 @@
+"""Replay with tool calls: the recorded calls' ``tool_call`` events run through
+the real Responder, ToolGate and FillerScheduler on the virtual clock.
+
+On the demo calls that carry tools (a slow read, a write that needs the
+caller's yes, a slow write): no write from a discarded draft, each write
+exactly once (and a confirmed write only after the spoken yes), every filler
+within one 32 ms frame of its threshold."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from turnkit.barge_in.cursor import PlaybackCursor
+from turnkit.clock import VirtualClock, settle
+from turnkit.drafting.responder import Responder, spoken_yes
+from turnkit.drafting.tools import ToolGate
+from turnkit.frames import LLMTextFrame
+from turnkit.replay.engine import SimulatedEngine, ToolLog, replay_tools
+from turnkit.replay.latency import LatencyModel
+from turnkit.replay.llm_source import ModelTTFT
+from turnkit.replay.metrics import aggregate
+from turnkit.replay.recording import RecordingError, load_recording
+from turnkit.replay.simulator import ReplayConfig, replay_call
+
+CORPUS = Path(__file__).resolve().parents[1] / "recordings"
+FRAME_S = 0.032
+TOOL_CALLS = ["easy-order-status-01", "appointment-natural-13", "refund-mixed-10"]
+# The writes each call's recorded agent made: each must run exactly once.
+EXPECTED_WRITES = {
+    "easy-order-status-01": [],
+    "appointment-natural-13": ["book_appointment"],
+    "refund-mixed-10": ["refund_charge"],
+}
+
+
+def _check_tools(rec_id: str, tools: dict) -> None:
+    assert tools["writes_from_discarded_drafts"] == 0
+    assert tools["writes_repeated"] == 0
+    names = sorted(w["name"] for w in tools["executed_writes"])
+    assert names == EXPECTED_WRITES[rec_id], (rec_id, tools)
+    for late in tools["filler_late_ms"]:
+        assert 0 <= late <= FRAME_S * 1000, (rec_id, tools)
+
+
+@pytest.mark.parametrize(("detector", "eager"), [("silence", False), ("fused", True)])
+async def test_replay_with_tool_calls_on_the_recorded_calls(detector: str, eager: bool) -> None:
+    config = ReplayConfig(compute="fixed", eager=eager)
+    scores = []
+    for rec_id in TOOL_CALLS:
+        rec = load_recording(CORPUS / rec_id)
+        assert rec.tool_calls
+        score = await replay_call(rec, detector, config)
+        assert score.tools is not None
+        _check_tools(rec_id, score.tools)
+        # A confirm write runs only after the caller's yes (the next turn).
+        if rec_id == "appointment-natural-13":
+            [w] = score.tools["executed_writes"]
+            yes_turn = rec.caller_turns[2]
+            assert w["at"] >= yes_turn.start
+            assert spoken_yes(yes_turn.text)
+        scores.append(score)
+    result = aggregate(detector, scores)
+    t = result["tools"]
+    assert t["calls_with_tools"] == 3
+    assert t["writes"] == 2 and t["writes_from_discarded_drafts"] == 0
+    assert set(t["filler_ack_ms"]) == {"p50", "p95"}
+    if detector == "silence":
+        # The slow read (1.8 s) and the slow write (1.4 s) run in confirmed
+        # turns: a filler covers each, exactly at the 1 s threshold.
+        assert t["fillers"] == 2
+        assert t["filler_ack_ms"]["p50"] == pytest.approx(1000.0, abs=FRAME_S * 1000)
+        order = next(s for s in scores if s.call == "easy-order-status-01")
+        [slow] = [r for r in order.replies if r["turn"] == 1 and r["first_audio_at"]]
+        assert slow["filler"]  # the caller first heard the filler line
+
+
+async def test_a_discarded_draft_never_runs_its_write(tmp_path: Path) -> None:
+    """A detector that drafts at the caller's holds but waits long before
+    ending the turn, and a fast engine: a draft for "That's right. The
+    second one is the..." asks for the refund, the caller goes on, the draft
+    is thrown away. The refund runs once, for the confirmed turn."""
+    rec = load_recording(CORPUS / "refund-mixed-10")
+    config = ReplayConfig(compute="fixed", eager=True, llm_ttft_ms="60")
+    score = await replay_call(rec, "semantic-text:min_wait_ms=1200,max_wait_ms=2500", config)
+    t = score.tools
+    assert t is not None
+    assert t["draft_writes_discarded"] >= 1  # the case this test is about happened
+    assert score.drafts["cancelled"] >= 1
+    _check_tools(rec.id, t)
+    [w] = t["executed_writes"]
+    turn = rec.caller_turns[1]
+    assert w["at"] >= turn.end  # only once the turn was confirmed
+
+
+async def test_reads_run_inside_drafts_and_the_confirmed_write_waits_for_yes() -> None:
+    rec = load_recording(CORPUS / "appointment-natural-13")
+    config = ReplayConfig(compute="fixed", eager=True, llm_ttft_ms="60")
+    score = await replay_call(rec, "semantic-text", config)
+    t = score.tools
+    assert t is not None
+    assert t["reads_in_drafts"] >= 1
+    _check_tools(rec.id, t)
+    [w] = t["executed_writes"]
+    assert w["at"] >= rec.caller_turns[2].start
+
+
+def test_tools_json_through_replay_many() -> None:
+    from turnkit.replay.simulator import replay_many
+
+    out = list(
+        replay_many(
+            [CORPUS / "easy-order-status-01", CORPUS / "easy-short-08"],
+            ["silence"],
+            ReplayConfig(compute="fixed"),
+            workers=1,
+        )
+    )
+    scores = {p: s for p, s in out}
+    assert all(isinstance(s, list) for s in scores.values())
+    by_call = {s[0].call: s[0] for s in scores.values()}  # type: ignore[index]
+    assert by_call["easy-short-08"].tools is None  # no tool events: none reported
+    result = aggregate("silence", list(by_call.values()))
+    json.dumps(result)
+    assert result["tools"]["calls"] == 1 and result["tools"]["calls_with_tools"] == 1
+
+
+# -- the recording format ------------------------------------------------------
+
+
+def _copy_with(tmp_path: Path, edit) -> Path:
+    d = tmp_path / "call"
+    shutil.copytree(CORPUS / "refund-mixed-10", d)
+    m = json.loads((d / "call.json").read_text())
+    edit(m)
+    (d / "call.json").write_text(json.dumps(m))
+    return d
+
+
+def _tool_event(m: dict) -> dict:
+    return next(e for e in m["events"] if e["type"] == "tool_call")
+
+
+def test_tool_call_confirm_only_on_writes(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, lambda m: _tool_event(m).update(effect="read", confirm=True))
+    with pytest.raises(RecordingError, match=r"events\[\d+\].*confirm"):
+        load_recording(d)
+
+
+def test_tool_call_turn_must_exist(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, lambda m: _tool_event(m).update(turn=9))
+    with pytest.raises(RecordingError, match=r"events\[\d+\]\.turn: 9 but the call has 3"):
+        load_recording(d)
+
+
+def test_tool_call_effect_is_checked(tmp_path: Path) -> None:
+    d = _copy_with(tmp_path, lambda m: _tool_event(m).update(effect="delete"))
+    with pytest.raises(RecordingError, match=r"effect"):
+        load_recording(d)
+
+
+def test_calls_without_tool_events_load_as_before() -> None:
+    rec = load_recording(CORPUS / "easy-short-08")
+    assert rec.tool_calls == [] and not rec.warnings
+
+
+# -- Responder on the simulated engine: history = what was heard ----------------
+
+
+class _Script:
+    text = "Sure, a table for two at seven on Friday evening, under the name Miller."
+
+    def turn_for(self, decision_at: float) -> int | None:
+        return 0
+
+    def reply_text(self, turn: int | None) -> str:
+        return self.text
+
+
+def _responder(clock: VirtualClock, out: list[LLMTextFrame], **kw) -> tuple[Responder, PlaybackCursor]:
+    engine = SimulatedEngine(clock, _Script(), ModelTTFT(LatencyModel.parse("100"), random.Random(0)))
+    cursor = PlaybackCursor(clock)
+    return Responder(engine, clock, emit=out.append, cursor=cursor, **kw), cursor
+
+
+async def test_interrupted_reply_history_keeps_the_words_heard() -> None:
+    clock = VirtualClock()
+    out: list[LLMTextFrame] = []
+    r, cursor = _responder(clock, out)
+    rid = await r.on_end("a table for two")
+    assert rid is not None
+    await settle()
+    await clock.advance_to(0.1)  # first token
+    assert "".join(f.text for f in out) == _Script.text
+    cursor.on_started(rid)
+    cursor.on_duration(rid, 5.0)
+    r.on_agent_audio(True)
+    await clock.advance_to(1.6)  # 1.5 s of 5 s played
+    cursor.on_stopped(rid, "interrupted")
+    r.on_interrupted()
+    heard = cursor.heard(rid)
+    assert 0 < heard.words_kept < heard.words_total
+    last = r.history[-1]
+    assert last["role"] == "assistant"
+    assert last["content"].startswith(heard.text) and "interrupted" in last["content"]
+    assert len(last["content"].split()) < len(_Script.text.split())
+
+
+async def test_completed_reply_history_is_whole() -> None:
+    clock = VirtualClock()
+    out: list[LLMTextFrame] = []
+    r, cursor = _responder(clock, out)
+    rid = await r.on_end("a table for two")
+    await settle()
+    await clock.advance_to(0.1)
+    assert rid is not None
+    cursor.on_started(rid)
+    await clock.advance_to(3.0)
+    cursor.on_stopped(rid, "completed")
+    r.on_agent_audio(False)
+    assert r.history[-1] == {"role": "assistant", "content": _Script.text}
+
+
+async def test_cancel_pending_continues_the_turn_and_its_ledger() -> None:
+    """The caller went on before any of the reply played: the next end is
+    the same turn (same gate turn: a write already started is not run again)."""
+    rec = load_recording(CORPUS / "refund-mixed-10")
+    clock = VirtualClock()
+    log = ToolLog()
+    gate = ToolGate(replay_tools(rec, clock, log), clock, session_id="t")
+    out: list[LLMTextFrame] = []
+    # the script's turn 0 asks for the recording's refund
+    refund = [e.model_copy(update={"turn": 0}) for e in rec.tool_calls]
+    engine = SimulatedEngine(
+        clock, _Script(), ModelTTFT(LatencyModel.parse("100"), random.Random(0)), refund
+    )
+    r = Responder(engine, clock, emit=out.append, gate=gate, cursor=PlaybackCursor(clock))
+    await r.on_end("that's right the second one is the")
+    await settle()
+    await clock.advance_to(0.15)  # tool call out, the refund starts (1.4 s)
+    assert [x.name for x in log.writes] == ["refund_charge"]
+    turn = gate.current_turn
+    r.on_cancel_pending()
+    assert r.history[-1]["role"] == "system"  # the turn's words and reply forgotten
+    await r.on_end("that's right the second one is the duplicate")
+    assert gate.current_turn is turn and turn.state == "live"
+    assert r.history[-1] == {
+        "role": "user",
+        "content": "that's right the second one is the duplicate",
+    }
+    await settle()
+    await clock.advance_to(5.0)
+    await r.idle()
+    assert [x.name for x in log.writes] == ["refund_charge"]  # once
+    assert r.stats.turns == 1 and r.stats.cancelled_pending == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "yes"),
+    [
+        ("Yes.", True),
+        ("Yeah Friday at nine is perfect for me.", True),
+        ("Sure, go ahead.", True),
+        ("Correct.", True),
+        ("No.", False),
+        ("Yes, but actually make it ten.", False),
+        ("Wait, not Friday.", False),
+        ("Hmm, what other times are there?", False),
+        ("", False),
+    ],
+)
+def test_spoken_yes(text: str, yes: bool) -> None:
+    assert spoken_yes(text) is yes
