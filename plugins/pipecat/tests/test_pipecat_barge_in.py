@@ -29,8 +29,8 @@ from pipecat.tests.utils import run_test
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from test_pipecat_plugin import CORPUS
 from turnkit.audio.wav import read_wav
+from turnkit.barge_in.controller import Action, BargeInController
 from turnkit.barge_in.echo import EchoFilter, align_reference
-from turnkit.barge_in.policy import BargeInPolicy, FilteredBargeIn, VADBargeIn
 from turnkit.replay.recording import load_recording
 
 from turnkit_pipecat import TurnkitTurnEngine, TurnkitUserTurnStartStrategy
@@ -69,7 +69,7 @@ async def _interruptions(policy_for, echo: bool) -> tuple[TurnkitUserTurnStartSt
         filt = EchoFilter()
         filt.set_reference(align_reference(read_wav(rec.agent_path, 16000), 16000, n))
     engine = TurnkitTurnEngine("silence", echo=filt)
-    policy: BargeInPolicy = policy_for(engine)
+    policy: BargeInController = policy_for(engine)
     start = TurnkitUserTurnStartStrategy(engine, barge_in=policy)
     agg = LLMUserAggregator(
         LLMContext(),
@@ -112,12 +112,18 @@ async def test_filtered_barge_in_talks_through_backchannel_echo_and_cough() -> N
     own echo, the "mm-hmm" or the cough; raw VAD barge-in stops it earlier."""
     rec = load_recording(CORPUS / NAME)
     barge = rec.caller_turns[1]
-    start, at = await _interruptions(lambda e: FilteredBargeIn(e.clock), echo=True)
+    start, at = await _interruptions(lambda e: BargeInController(e.clock), echo=True)
     assert len(at) == 1, at
     assert start.ignored >= 1  # onsets it talked through
     assert barge.start <= at[0] <= barge.start + 1.0
-    _raw, raw_at = await _interruptions(lambda e: VADBargeIn(e.clock), echo=False)
+    raw, raw_at = await _interruptions(lambda e: BargeInController.raw_vad(e.clock), echo=False)
     assert raw_at and raw_at[0] < barge.start  # echo / mm-hmm / cough cut the bot
+    # The strategy only executed the controller's actions: each interruption
+    # is a stop or a confirm it returned, at that instant.
+    for s, times in ((start, at), (raw, raw_at)):
+        ends = [t for t, a in s.actions if a in (Action.STOP, Action.CONFIRM)]
+        assert ends[: len(times)] == times
+    assert {a for _, a in raw.actions} == {Action.STOP}  # the raw baseline never holds
 
 
 async def test_output_tap_feeds_echo_reference_and_bot_words() -> None:

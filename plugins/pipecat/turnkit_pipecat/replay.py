@@ -46,7 +46,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit.audio.vad import VADParams
-from turnkit.barge_in.policy import BargeInPolicy, VADBargeIn
+from turnkit.barge_in.controller import BargeInController
 from turnkit.clock import VirtualClock
 from turnkit.frames import AgentTextFrame, TurnEndFrame
 from turnkit.frames import Frame as TurnkitFrame
@@ -174,7 +174,7 @@ class LatencyModelAgent(FrameProcessor):
         rec: Recording,
         detector_spec: str,
         config: ReplayConfig,
-        barge_in: BargeInPolicy | None = None,
+        barge_in: BargeInController | None = None,
         clock: VirtualClock | None = None,
     ) -> None:
         super().__init__()
@@ -185,7 +185,7 @@ class LatencyModelAgent(FrameProcessor):
         self.agent = SimulatedAgent(
             self.clock,
             LabelPlanner(rec, config.default_reply_s),
-            barge_in if barge_in is not None else VADBargeIn(self.clock),
+            barge_in if barge_in is not None else BargeInController.raw_vad(self.clock),
             ModelTTFT(LatencyModel.parse(config.llm_ttft_ms), rng),
             LatencyModel.parse(config.tts_ttfb_ms),
             rng,

@@ -9,10 +9,13 @@
   the words did not change, else withdraws it and asks for a fresh one.
 * :class:`TurnkitUserTurnStartStrategy` — the **start of a turn**, which in
   Pipecat 1.x is where an interruption is decided: caller speech confirmed by
-  turnkit's VAD starts a turn when the bot is silent; while the bot speaks, a
-  turnkit barge-in policy (:class:`~turnkit.barge_in.VADBargeIn` by default;
-  the acknowledgement and echo filters plug in the same way) decides whether
-  the sound takes the floor.
+  turnkit's VAD starts a turn when the bot is silent; while the bot speaks,
+  turnkit's :class:`~turnkit.barge_in.controller.BargeInController` decides
+  whether the sound takes the floor, and the strategy executes its actions
+  (``stop``/``confirm``: Pipecat's interruption; ``pause``/``resume``: Pipecat
+  1.x has no supported way to hold the bot's audio and play on, so the bot
+  talks through a pause and the interruption comes at the confirm; the
+  difference from ``turnkit replay``, which holds, is that later stop).
 
 Both share one :class:`~turnkit_pipecat.engine.TurnkitTurnEngine`, so each
 caller frame is analysed once.
@@ -49,7 +52,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.turns.types import ProcessFrameResult, UserTurnSpeculation
 from pipecat.turns.user_start import BaseUserTurnStartStrategy
 from pipecat.turns.user_stop import BaseUserTurnStopStrategy
-from turnkit.barge_in.policy import BargeInPolicy, FilteredBargeIn
+from turnkit.barge_in.controller import Action, BargeInController
 from turnkit.drafting.drafter import EagerDrafter
 from turnkit.frames import TurnEagerFrame, TurnEndFrame, TurnResumedFrame
 
@@ -63,23 +66,25 @@ log = logging.getLogger(__name__)
 
 class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
     """Starts a user turn when turnkit's VAD confirms caller speech; while
-    the bot speaks, only when ``barge_in`` says the sound takes the floor
-    (then Pipecat broadcasts the interruption).
+    the bot speaks, only when the barge-in controller's action says the
+    sound takes the floor (then Pipecat broadcasts the interruption).
 
     ``barge_in`` defaults to turnkit's
-    :class:`~turnkit.barge_in.policy.FilteredBargeIn` (acknowledgement
-    filter: "uh-huh" and the bot's own words coming back do not take the
-    floor); pass :class:`~turnkit.barge_in.policy.VADBargeIn` for Pipecat's
-    usual any-speech-interrupts. It sees every caller frame (after the
-    engine's echo filter, if any), every transcript, and the bot's playback
+    :class:`~turnkit.barge_in.controller.BargeInController` with its filters
+    ("uh-huh" and the bot's own words coming back do not take the floor);
+    ``BargeInController.raw_vad(engine.clock)`` is Pipecat's usual
+    any-speech-interrupts. It sees every caller frame (after the engine's
+    echo filter, if any), every transcript, and the bot's playback
     (``BotStarted/StoppedSpeakingFrame``, spoken words from
-    :class:`~turnkit_pipecat.echo.EchoReferenceTap`)."""
+    :class:`~turnkit_pipecat.echo.EchoReferenceTap`). The strategy decides
+    nothing: ``stop`` and ``confirm`` interrupt; ``pause`` and ``resume`` are
+    counted (``held``, ``resumed``) but not executable in Pipecat 1.x."""
 
     def __init__(
         self,
         engine: TurnkitTurnEngine,
         *,
-        barge_in: BargeInPolicy | None = None,
+        barge_in: BargeInController | None = None,
         vad_frames: bool = False,
         **kwargs: object,
     ) -> None:
@@ -92,23 +97,25 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         # reports speech (a breath after the words), where the turnkit
         # detector has already decided (the stop goes out once the VAD stops).
         self.vad_frames = vad_frames
-        self.barge_in: BargeInPolicy = (
-            barge_in if barge_in is not None else FilteredBargeIn(engine.clock)
+        self.barge_in: BargeInController = (
+            barge_in if barge_in is not None else BargeInController(engine.clock)
         )
         self.interruptions = 0
-        self.ignored = 0  # speech onsets the policy let the bot talk through
+        self.ignored = 0  # speech onsets the controller let the bot talk through
+        self.held = 0  # pause actions (the bot talked on: Pipecat cannot hold)
+        self.resumed = 0
+        self.actions: list[tuple[float, Action]] = []  # every non-keep action
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult:
         step = await self.engine.feed(frame)
+        ctl = self.barge_in
         if isinstance(frame, BotStartedSpeakingFrame):
-            text = self.engine.bot_words or self.engine.agent_text
-            self.barge_in.on_agent_started(text, self.engine.now)
+            ctl.on_agent_started(self.engine.bot_words or self.engine.agent_text, self.engine.now)
         elif isinstance(frame, BotStoppedSpeakingFrame):
-            self.barge_in.on_agent_stopped(self.engine.now)
+            ctl.on_agent_stopped(self.engine.now)
         # Words decide a barge-in too ("wait" is a bid, "uh-huh" is not).
         words = step.transcript
-        if words is not None and self.engine.bot_speaking and self.barge_in.on_transcript(words):
-            await self._interrupt()
+        if words is not None and await self._execute(ctl.on_transcript(words.text)):
             return ProcessFrameResult.CONTINUE
         if not isinstance(frame, InputAudioRawFrame):
             return ProcessFrameResult.CONTINUE
@@ -121,16 +128,31 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
             if self.vad_frames and vad.stopped:
                 p = self.engine.vad.params
                 await self.broadcast_frame(VADUserStoppedSpeakingFrame, stop_secs=p.stop_ms / 1000)
-            if self.engine.bot_speaking:
-                if self.barge_in.should_stop(af, vad):
-                    await self._interrupt()
+            talking = self.engine.bot_speaking
+            act = ctl.on_frame(vad, af.audio)
+            if talking:
+                if await self._execute(act):
                     return ProcessFrameResult.CONTINUE
-                if vad.started:
+                if vad.started and act is Action.KEEP:
                     self.ignored += 1
             elif vad.started:
                 await self.trigger_user_turn_started()
                 return ProcessFrameResult.CONTINUE
         return ProcessFrameResult.CONTINUE
+
+    async def _execute(self, act: Action) -> bool:
+        """Carry out one controller action; True when it interrupted the bot."""
+        if act is Action.KEEP:
+            return False
+        self.actions.append((self.engine.now, act))
+        if act in (Action.STOP, Action.CONFIRM) and self.engine.bot_speaking:
+            await self._interrupt()
+            return True
+        if act is Action.PAUSE:
+            self.held += 1
+        elif act is Action.RESUME:
+            self.resumed += 1
+        return False
 
     async def _interrupt(self) -> None:
         self.interruptions += 1
@@ -140,8 +162,8 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         self.engine.new_turn()
         self.barge_in.reset()
         if self.engine.bot_speaking:
-            # The policy's segment bookkeeping starts over with the bot still
-            # talking (the interruption stops it; BotStopped follows).
+            # The controller's segment bookkeeping starts over with the bot
+            # still talking (the interruption stops it; BotStopped follows).
             self.barge_in.on_agent_started(
                 self.engine.bot_words or self.engine.agent_text, self.engine.now
             )
