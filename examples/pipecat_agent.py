@@ -607,7 +607,7 @@ async def selfcheck(call: str) -> int:
 
     async def feed() -> None:
         await feed_frames(task, engine, recording_frames(rec))
-        for _ in range(1800):  # the engine answers the last turn (up to 180 s on a busy box)
+        for _ in range(300):  # the engine answers the last turn
             if len(printer.replies) >= len(engine.decisions):
                 break
             await asyncio.sleep(0.1)
