@@ -29,6 +29,8 @@ from typing import Annotated, Any, NoReturn, Protocol, runtime_checkable
 import typer
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from turnkit.fileio import write_atomic
+
 __all__ = ["TextScorer", "eot_eval", "eot_score", "register", "text_scorer"]
 
 # TEN's own 7B model on its English test set (TEN-framework/ten-turn-detection).
@@ -340,16 +342,6 @@ def _check_output(path: Path, option: str) -> None:
         _fail(f"{option} {path}: not writable")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def eot_eval(
     detector: Annotated[
         str, typer.Option("--detector", "-d", help="text-capable detector spec")
@@ -405,7 +397,7 @@ def eot_eval(
     if json_path is not None:
         body = {"detector": detector, "rows": rows, "errors": errors}
         try:
-            _write_atomic(json_path, json.dumps(body, indent=2) + "\n")
+            write_atomic(json_path, json.dumps(body, indent=2) + "\n")
         except OSError as exc:
             _fail(f"--json {json_path}: cannot write ({exc.strerror or exc})", 1)
     if errors:

@@ -29,7 +29,6 @@ Example::
 from __future__ import annotations
 
 import json
-import math
 import zlib
 from pathlib import Path
 
@@ -37,6 +36,7 @@ import numpy as np
 
 from turnkit.text.features import FEATURE_VERSION, agent_context, feature_indices
 from turnkit.text.normalize import normalize_text
+from turnkit.text.semantic_model import logistic
 
 __all__ = [
     "NEURAL_VERSION",
@@ -156,8 +156,4 @@ class NeuralTextModel:
 
     def predict(self, text: str, agent_text: str = "") -> float:
         """P(end of turn) for the transcript ``text`` after ``agent_text``."""
-        z = self.logit(text, agent_text)
-        if z >= 0:
-            return 1.0 / (1.0 + math.exp(-z))
-        e = math.exp(z)
-        return e / (1.0 + e)
+        return logistic(self.logit(text, agent_text))

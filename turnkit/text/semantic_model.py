@@ -28,11 +28,26 @@ import numpy as np
 
 from turnkit.text.features import FEATURE_VERSION, feature_indices
 
-__all__ = ["DEFAULT_VERSION", "MODEL_FILE", "VERSIONS", "SemanticTextModel", "TextModel"]
+__all__ = [
+    "DEFAULT_VERSION",
+    "MODEL_FILE",
+    "VERSIONS",
+    "SemanticTextModel",
+    "TextModel",
+    "logistic",
+]
 
 MODEL_FILE = "semantic_text.npz"  # v1
 VERSIONS = {"v1": MODEL_FILE, "v2": "semantic_text_v2.npz"}
 DEFAULT_VERSION = "v2"
+
+
+def logistic(z: float) -> float:
+    """P from a logit, without overflow for any finite ``z``."""
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
 
 
 @runtime_checkable
@@ -109,11 +124,7 @@ class SemanticTextModel:
 
     def predict(self, text: str, agent_text: str = "") -> float:
         """P(end of turn) for the transcript ``text`` after ``agent_text``."""
-        z = self.logit(text, agent_text)
-        if z >= 0:
-            return 1.0 / (1.0 + math.exp(-z))
-        e = math.exp(z)
-        return e / (1.0 + e)
+        return logistic(self.logit(text, agent_text))
 
 
 @cache

@@ -30,7 +30,7 @@ Example::
                  sweeps=sweeps, calls=calls, failed=failed)
 """
 
-from turnkit.replay.report.model import ReportData
+from turnkit.replay.report.model import ReportData, ReportInputs
 from turnkit.replay.report.page import render_page, render_report, write_report
 
-__all__ = ["ReportData", "render_page", "render_report", "write_report"]
+__all__ = ["ReportData", "ReportInputs", "render_page", "render_report", "write_report"]

@@ -17,7 +17,7 @@ from turnkit.replay.recording import Recording
 from turnkit.replay.report.model import CallView, Comparison, Result, Sweep
 from turnkit.replay.report.svg import (
     SWEEP_PALETTE,
-    axes,
+    PlotBox,
     colour,
     esc,
     g,
@@ -162,24 +162,12 @@ def latency_cdf(results: Sequence[Result]) -> str | None:
     xtop, xticks = ticks(x_max * 1.02)
     yticks = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
     width, height = 1000, 340
-    x0, y0, w, h = 60, 14, 680, 270
-
-    def sx(v: float) -> float:
-        return x0 + v / xtop * w
-
-    def sy(v: float) -> float:
-        return y0 + h - v * h
-
+    box = PlotBox(x0=60, y0=14, w=680, h=270, xtop=xtop, ytop=1.0)
+    sx, sy = box.sx, box.sy
     parts = [svg_open(width, height, "response latency CDF")]
-    parts += axes(
-        x0=x0,
-        y0=y0,
-        w=w,
-        h=h,
-        xticks=xticks,
-        xtop=xtop,
-        yticks=yticks,
-        ytop=1.0,
+    parts += box.axes(
+        xticks,
+        yticks,
         xlabel="response latency (ms): caller turn end → agent first audio",
         ylabel="share of turns",
         yfmt=lambda t: f"{t:.1f}",
@@ -200,7 +188,7 @@ def latency_cdf(results: Sequence[Result]) -> str | None:
             f"{title(f'{name}: {len(vals)} of {n} turns answered')}</polyline>"
         )
         entries.append((col, f"{name} ({len(vals)}/{n})", f"{name}: {len(vals)} of {n} answered"))
-    parts += legend(x0 + w + 24, y0 + 14, entries)
+    parts += legend(box.x0 + box.w + 24, box.y0 + 14, entries)
     parts.append("</svg>")
     return "".join(parts)
 
@@ -231,24 +219,13 @@ def operating_points(sweeps: Sequence[Sweep], results: Sequence[Result]) -> str:
     xtop, xticks = ticks(max([700.0, *xs]) * 1.02)
     ytop, yticks = ticks(min(1.0, max([0.12, *ys]) * 1.05), 5)
     width, height = 1000, 380
-    x0, y0, w, h = 60, 14, 680, 310
-
-    def sx(v: float) -> float:
-        return x0 + v / xtop * w
-
-    def sy(v: float) -> float:
-        return y0 + h - v / ytop * h
-
+    box = PlotBox(x0=60, y0=14, w=680, h=310, xtop=xtop, ytop=ytop)
+    sx, sy = box.sx, box.sy
+    x0, y0, w, h = box.x0, box.y0, box.w, box.h
     parts = [svg_open(width, height, "operating points")]
-    parts += axes(
-        x0=x0,
-        y0=y0,
-        w=w,
-        h=h,
-        xticks=xticks,
-        xtop=xtop,
-        yticks=yticks,
-        ytop=ytop,
+    parts += box.axes(
+        xticks,
+        yticks,
         xlabel="mean end-of-turn delay (ms)",
         ylabel="false-cutoff rate at holds ≥ 100 ms",
         yfmt=lambda t: f"{t * 100:g}%",
@@ -297,13 +274,8 @@ def operating_points(sweeps: Sequence[Sweep], results: Sequence[Result]) -> str:
         )
     parts += legend(x0 + w + 24, y0 + 14, entries)
     ly = y0 + 14 + 17 * len(entries) + 10
-    for k, (name, col, _op) in enumerate(ops):
-        yy = ly + k * 17
-        parts.append(
-            f'<g>{title(name)}<path d="M{x0 + w + 31},{yy - 12} l5,5 l-5,5 l-5,-5 Z" '
-            f'fill="none" stroke="{col}" stroke-width="1.5"/><text x="{x0 + w + 44}" '
-            f'y="{yy - 3}" font-size="11">{esc(short(name, 32))}</text></g>'
-        )
+    diamonds = [(col, name, name) for name, col, _op in ops]
+    parts += legend(x0 + w + 24, ly, diamonds, marker="diamond", cut=32)
     parts.append("</svg>")
     return "".join(parts)
 
@@ -323,29 +295,25 @@ def timeline_legend() -> str:
         (AGENT_COLOUR, "recorded agent"),
         *((STOP_COLOURS[k], f"reply {k}") for k in STOP_COLOURS),
     ]
+    marks = [(col, label, "box") for col, label in items] + [
+        (TICK_COLOUR, "end-of-turn decision", "tick"),
+        (CUTOFF_COLOUR, "cutoff (too early)", "tick"),
+    ]
     parts = [svg_open(TL_WIDTH, 44, "timeline legend")]
     x = 4.0
     y = 14
-    for col, label in items:
+    for col, label, mark in marks:
         width = 24 + 6.6 * len(label)
         if x + width > TL_WIDTH:
             x, y = 4.0, y + 18
-        parts.append(
-            f'<rect x="{num(x)}" y="{y - 9}" width="14" height="10" fill="{col}"/>'
-            f'<text x="{num(x + 18)}" y="{y}" font-size="11">{esc(label)}</text>'
-        )
-        x += width
-    for col, label in (
-        (TICK_COLOUR, "end-of-turn decision"),
-        (CUTOFF_COLOUR, "cutoff (too early)"),
-    ):
-        width = 24 + 6.6 * len(label)
-        if x + width > TL_WIDTH:
-            x, y = 4.0, y + 18
-        parts.append(
-            f'<line x1="{num(x + 7)}" y1="{y - 11}" x2="{num(x + 7)}" y2="{y + 2}" stroke="{col}" '
-            f'stroke-width="2"/><text x="{num(x + 18)}" y="{y}" font-size="11">{esc(label)}</text>'
-        )
+        if mark == "box":
+            parts.append(f'<rect x="{num(x)}" y="{y - 9}" width="14" height="10" fill="{col}"/>')
+        else:
+            parts.append(
+                f'<line x1="{num(x + 7)}" y1="{y - 11}" x2="{num(x + 7)}" y2="{y + 2}" '
+                f'stroke="{col}" stroke-width="2"/>'
+            )
+        parts.append(f'<text x="{num(x + 18)}" y="{y}" font-size="11">{esc(label)}</text>')
         x += width
     parts.append("</svg>")
     return "".join(parts)

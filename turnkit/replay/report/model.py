@@ -20,7 +20,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,6 +33,7 @@ __all__ = [
     "Interval",
     "ReplyMark",
     "ReportData",
+    "ReportInputs",
     "Result",
     "Sweep",
     "SweepPoint",
@@ -223,6 +224,18 @@ class CallView(BaseModel):
         return cls(score=score, replies=[ReplyMark.model_validate(r) for r in score.replies])
 
 
+class ReportInputs(TypedDict):
+    """What ``turnkit replay`` hands the report, as it holds it: the
+    results, comparisons and sweeps as JSON-shaped dicts (or their typed
+    views), the scored calls per detector spec, and the failed recordings."""
+
+    results: Sequence[Mapping[str, Any] | Result]
+    comparisons: Sequence[Mapping[str, Any] | Comparison]
+    sweeps: Sequence[Mapping[str, Any] | Sweep]
+    calls: Mapping[str, Sequence[CallScore]]
+    failed: Sequence[Mapping[str, Any] | FailedCall]
+
+
 class ReportData(BaseModel):
     """Everything one report draws, typed: the detectors' results (in the
     order given: the first is the comparisons' baseline), the paired
@@ -238,21 +251,15 @@ class ReportData(BaseModel):
     failed: list[FailedCall]
 
     @classmethod
-    def build(
-        cls,
-        *,
-        results: Sequence[Mapping[str, Any] | Result],
-        comparisons: Sequence[Mapping[str, Any] | Comparison],
-        sweeps: Sequence[Mapping[str, Any] | Sweep],
-        calls: Mapping[str, Sequence[CallScore]],
-        failed: Sequence[Mapping[str, Any] | FailedCall],
-    ) -> ReportData:
+    def build(cls, **inputs: Unpack[ReportInputs]) -> ReportData:
         """Validate the replay's dicts (``ValueError`` naming the field when
         one the report needs is missing or mistyped)."""
         return cls(
-            results=[Result.model_validate(r) for r in results],
-            comparisons=[Comparison.model_validate(c) for c in comparisons],
-            sweeps=[Sweep.model_validate(s) for s in sweeps],
-            calls={spec: [CallView.of(s) for s in scores] for spec, scores in calls.items()},
-            failed=[FailedCall.model_validate(f) for f in failed],
+            results=[Result.model_validate(r) for r in inputs["results"]],
+            comparisons=[Comparison.model_validate(c) for c in inputs["comparisons"]],
+            sweeps=[Sweep.model_validate(s) for s in inputs["sweeps"]],
+            calls={
+                spec: [CallView.of(s) for s in scores] for spec, scores in inputs["calls"].items()
+            },
+            failed=[FailedCall.model_validate(f) for f in inputs["failed"]],
         )

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Unpack
 
 from turnkit.fileio import write_atomic
-from turnkit.replay.metrics import EVENT_KINDS, CallScore
+from turnkit.replay.metrics import EVENT_KINDS
 from turnkit.replay.recording import load_recording
 from turnkit.replay.report import charts
 from turnkit.replay.report.model import (
@@ -23,6 +23,7 @@ from turnkit.replay.report.model import (
     Comparison,
     FailedCall,
     ReportData,
+    ReportInputs,
     Result,
     Sweep,
 )
@@ -378,38 +379,17 @@ def render_page(data: ReportData) -> str:
     )
 
 
-def render_report(
-    *,
-    results: Sequence[Mapping[str, Any] | Result],
-    comparisons: Sequence[Mapping[str, Any] | Comparison],
-    sweeps: Sequence[Mapping[str, Any] | Sweep],
-    calls: Mapping[str, Sequence[CallScore]],
-    failed: Sequence[Mapping[str, Any] | FailedCall],
-) -> str:
+def render_report(**inputs: Unpack[ReportInputs]) -> str:
     """The report as one HTML string, from the replay's results as
     ``turnkit replay`` holds them (validated into :class:`ReportData`;
     ``ValueError`` naming a field the report needs that is missing)."""
-    data = ReportData.build(
-        results=results, comparisons=comparisons, sweeps=sweeps, calls=calls, failed=failed
-    )
-    return render_page(data)
+    return render_page(ReportData.build(**inputs))
 
 
-def write_report(
-    path: Path,
-    *,
-    results: Sequence[Mapping[str, Any] | Result],
-    comparisons: Sequence[Mapping[str, Any] | Comparison],
-    sweeps: Sequence[Mapping[str, Any] | Sweep],
-    calls: Mapping[str, Sequence[CallScore]],
-    failed: Sequence[Mapping[str, Any] | FailedCall],
-) -> None:
+def write_report(path: Path, **inputs: Unpack[ReportInputs]) -> None:
     """Write the self-contained HTML report to ``path`` (UTF-8; text that is
     not valid Unicode is replaced, never refused): rendered first, then
     written to a temporary file beside ``path`` and renamed over it, so a
     failure (full disk) leaves no half report. Raises ``OSError``, or
     ``ValueError`` for results the report cannot read."""
-    text = render_report(
-        results=results, comparisons=comparisons, sweeps=sweeps, calls=calls, failed=failed
-    )
-    write_atomic(Path(path), text)
+    write_atomic(Path(path), render_report(**inputs))

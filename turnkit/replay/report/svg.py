@@ -12,11 +12,13 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 __all__ = [
     "PALETTE",
     "SWEEP_PALETTE",
+    "PlotBox",
     "axes",
     "ci",
     "colour",
@@ -198,14 +200,72 @@ def axes(
     return parts
 
 
-def legend(x: float, y: float, entries: Iterable[tuple[str, str, str]]) -> list[str]:
-    """Legend rows (colour, label, tooltip) from (x, y) downward."""
+def legend(
+    x: float,
+    y: float,
+    entries: Iterable[tuple[str, str, str]],
+    *,
+    marker: Literal["bar", "diamond"] = "bar",
+    cut: int = 34,
+) -> list[str]:
+    """Legend rows (colour, label, tooltip) from (x, y) downward, 17 px
+    apart, each a short bar (a line's key) or an open diamond (a point's)
+    and the label cut to ``cut`` characters."""
     parts = []
     for i, (col, label, tip) in enumerate(entries):
         yy = y + i * 17
+        if marker == "bar":
+            key = f'<rect x="{num(x)}" y="{num(yy - 9)}" width="14" height="4" fill="{col}"/>'
+        else:
+            key = (
+                f'<path d="M{num(x + 7)},{num(yy - 12)} l5,5 l-5,5 l-5,-5 Z" '
+                f'fill="none" stroke="{col}" stroke-width="1.5"/>'
+            )
         parts.append(
-            f'<g>{title(tip)}<rect x="{num(x)}" y="{num(yy - 9)}" width="14" height="4" '
-            f'fill="{col}"/><text x="{num(x + 20)}" y="{num(yy - 3)}" font-size="11">'
-            f"{esc(short(label, 34))}</text></g>"
+            f'<g>{title(tip)}{key}<text x="{num(x + 20)}" y="{num(yy - 3)}" font-size="11">'
+            f"{esc(short(label, cut))}</text></g>"
         )
     return parts
+
+
+@dataclass(frozen=True, slots=True)
+class PlotBox:
+    """Where a plot's data box sits in its SVG ((x0, y0) to (x0+w, y0+h))
+    and the data range it shows ([0, xtop] × [0, ytop]): maps data to
+    coordinates (y grows upwards) and draws its own axes."""
+
+    x0: float
+    y0: float
+    w: float
+    h: float
+    xtop: float
+    ytop: float
+
+    def sx(self, v: float) -> float:
+        return self.x0 + v / self.xtop * self.w
+
+    def sy(self, v: float) -> float:
+        return self.y0 + self.h - v / self.ytop * self.h
+
+    def axes(
+        self,
+        xticks: list[float],
+        yticks: list[float],
+        xlabel: str,
+        ylabel: str,
+        yfmt: Callable[[float], str] = tick_label,
+    ) -> list[str]:
+        """Frame, grid, ticks and labels (see :func:`axes`)."""
+        return axes(
+            x0=self.x0,
+            y0=self.y0,
+            w=self.w,
+            h=self.h,
+            xticks=xticks,
+            xtop=self.xtop,
+            yticks=yticks,
+            ytop=self.ytop,
+            xlabel=xlabel,
+            ylabel=ylabel,
+            yfmt=yfmt,
+        )
