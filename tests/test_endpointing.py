@@ -239,3 +239,80 @@ async def test_compute_fixed_replays_identically() -> None:
     b = (await replay_call(rec, "smart-turn", cfg)).to_dict()
     assert a["turns"] == b["turns"] and a["replies"] == b["replies"]
     assert a["replies"] and all(r["compute_ms"] in (0.0, FIXED_COST_MS) for r in a["replies"])
+
+
+# -- what text scorers read ------------------------------------------------------------------
+
+
+class FakeEou:
+    """A fake LLMEndOfTurn (named so): records what it was asked."""
+
+    base_url = "http://127.0.0.1:9/v1"
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str, list | None]] = []
+        self.prewarmed: list[list] = []
+
+    async def score(self, text, agent_text="", context=None):
+        from turnkit.llm.eou import EouResult
+
+        self.asked.append((text, agent_text, context))
+        return EouResult(0.9, 0.9, 0.0, True, 1.0, None, None, None, 1.0)
+
+    async def prewarm(self, agent_text="", context=None) -> bool:
+        self.prewarmed.append(list(context or []))
+        return True
+
+
+async def test_llm_eou_reads_the_conversation_and_prewarms_each_agent_message() -> None:
+    from turnkit.detectors.llm_eou import LLMEouDetector, LLMEouParams
+
+    eou = FakeEou()
+    det = LLMEouDetector(VirtualClock(), LLMEouParams(min_wait_ms=100), scorer=eou)  # type: ignore[arg-type]
+    d = DetectorDriver(det)
+    det.set_agent_text("Hi! How can I help?")
+    await d.speak(1.0, "i want to change my booking")
+    await d.silence(0.5)
+    det.set_agent_text("Sure. Which booking?")
+    await d.speak(0.8, "the one on friday")
+    await d.silence(0.5)
+    assert len(d.ends()) == 2
+    text, _, context = eou.asked[-1]
+    assert text == "the one on friday"
+    assert context == [
+        {"role": "assistant", "content": "Hi! How can I help?"},
+        {"role": "user", "content": "i want to change my booking"},
+        {"role": "assistant", "content": "Sure. Which booking?"},
+    ]
+    import asyncio
+
+    await asyncio.sleep(0)  # the background prewarms run
+    assert [len(c) for c in eou.prewarmed] == [1, 3]
+
+
+def test_llm_eou_connects_only_where_the_target_policy_allows() -> None:
+    from turnkit.detectors.registry import DetectorSpecError
+
+    with pytest.raises(DetectorSpecError, match="allow_remote=true"):
+        create_detector("llm-eou:base_url=http://8.8.8.8/v1", VirtualClock())
+    with pytest.raises(DetectorSpecError, match="metadata"):
+        create_detector("fused:llm=on,base_url=http://169.254.169.254/v1", VirtualClock())
+    create_detector("llm-eou:base_url=http://10.0.0.5:8000/v1", VirtualClock())
+
+
+def test_llm_eou_blocking_score_has_a_total_deadline() -> None:
+    """A server trickling bytes inside every per-read timeout must not hold
+    ``eot-score`` past ``timeout_ms``."""
+    import time
+
+    from hostile_server import HostileServer
+
+    from turnkit.llm.eou import LLMEndOfTurn
+    from turnkit.llm.logprobs import EngineError
+
+    with HostileServer("trickle-head", interval_s=0.1) as srv:
+        eou = LLMEndOfTurn(srv.url("/v1"), timeout_ms=1000)
+        t0 = time.monotonic()
+        with pytest.raises(EngineError, match="timeout"):
+            eou.score_sync("hello there", agent_text="Hi")
+        assert time.monotonic() - t0 < 1.0 + 20  # the deadline, plus a busy machine's slack

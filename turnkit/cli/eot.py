@@ -17,6 +17,7 @@ Kept light to import: models load only when a command runs.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -153,7 +154,9 @@ def eot_score(
                     f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
                 ) from None
             item = _parse(line)
-            p = _predict(scorer, item.text, item.agent_text())
+            p = _predict(
+                scorer, item.text, item.agent_text(), [m.model_dump() for m in item.context]
+            )
         except ValueError as exc:
             bad += 1
             msg = f"{name}:{n}: {exc}"
@@ -178,12 +181,19 @@ def _scorer_or_fail(spec: str) -> TextScorer:
         _fail(f"--detector {spec}: {' '.join(str(exc).split())}")
 
 
-def _predict(scorer: TextScorer, text: str, agent_text: str) -> float:
+def _predict(
+    scorer: TextScorer, text: str, agent_text: str, context: list[dict[str, str]] | None = None
+) -> float:
     """P(end) of one text; ValueError (one line) when the scorer fails on it
     (an engine that is down or answers nonsense, a text the model cannot
-    take) or returns no probability."""
+    take) or returns no probability. A scorer that reads the conversation
+    (``llm-eou``) gets the line's whole ``context``; others its last agent
+    message."""
     try:
-        p = float(scorer.predict(text, agent_text))
+        if context and "context" in inspect.signature(scorer.predict).parameters:
+            p = float(scorer.predict(text, agent_text, context))  # type: ignore[call-arg]
+        else:
+            p = float(scorer.predict(text, agent_text))
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:  # any detector's scorer: one line, the rest still scored

@@ -71,6 +71,9 @@ __all__ = [
 
 ComputeMode = Literal["measured", "none", "fixed"]
 _NORMAL = NormalDist()
+# Messages of the conversation kept for scorers that read it (LiveKit's
+# detector reads the last 6, merged by speaker).
+HISTORY_MESSAGES = 12
 log = logging.getLogger(__name__)
 
 
@@ -83,6 +86,9 @@ class Evidence:
     agent_text: str  # the agent's last message
     audio: Callable[[], np.ndarray] | None = None  # the turn's 16 kHz audio up to now
     text_only: bool = False  # an early look before the VAD confirmed the pause: words only
+    # The conversation before this turn, oldest first ({"role", "content"}):
+    # the agent's messages and the caller's committed turns.
+    history: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -218,6 +224,7 @@ class Endpointing:
             else None
         )
         self.agent_text = ""
+        self.history: list[dict[str, str]] = []  # the conversation so far (HISTORY_MESSAGES)
         self.fallbacks = 0  # commits the fallback wait decided (the scorer failed)
         self.scores = 0  # looks at the evidence
         self._scorer_failed = False
@@ -240,6 +247,18 @@ class Endpointing:
 
     def set_agent_text(self, text: str) -> None:
         self.agent_text = text
+        text = text.strip()
+        if text and (
+            not self.history or self.history[-1] != {"role": "assistant", "content": text}
+        ):
+            self._remember("assistant", text)
+            prewarm = getattr(self.scorer, "prewarm", None)
+            if prewarm is not None:
+                prewarm(self.history)
+
+    def _remember(self, role: str, text: str) -> None:
+        self.history.append({"role": role, "content": text})
+        del self.history[:-HISTORY_MESSAGES]
 
     def policy(self) -> WaitPolicy:
         p = self._policy
@@ -324,6 +343,7 @@ class Endpointing:
             agent_text=self.agent_text,
             audio=audio,
             text_only=text_only,
+            history=list(self.history),
         )
 
     def _charge(self, score: Score) -> float:
@@ -423,6 +443,8 @@ class Endpointing:
             reason += f" (model {pause.cost_ms:.0f} ms)"
         self.turn_open = False
         self.signalled = True
+        if self.turn_text():
+            self._remember("user", self.turn_text())
         # Words spoken up to here belong to the turn just ended; words that
         # arrive later (even within this frame) are the next turn's.
         self.decided_until = pause.speech_end

@@ -57,13 +57,15 @@ import re
 import time
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
 from turnkit.detectors.endpointing import Evidence, Score, WaitPolicy
 from turnkit.detectors.registry import register
 from turnkit.detectors.semantic_text import FIXED_COST_MS as TEXT_COST_MS
 from turnkit.detectors.smart_turn import FIXED_COST_MS as SMART_TURN_COST_MS
+from turnkit.net import TargetRefused, check_target
 
 __all__ = [
     "CEILING_MS",
@@ -226,7 +228,19 @@ class FusedParams(DetectorParams):
     min_wait_ms: float | None = Field(None, ge=0, description="overrides the profile's")
     max_wait_ms: float | None = Field(None, ge=0, description="overrides the profile's")
     base_url: str = "http://127.0.0.1:8080/v1"
+    allow_remote: bool = Field(False, description="base_url may be outside private networks")
     llm_timeout_ms: float = Field(300, gt=0)
+
+    @model_validator(mode="after")
+    def _target(self) -> FusedParams:
+        if self.llm == "on":
+            try:
+                check_target(self.base_url, self.allow_remote, what="base_url")
+            except TargetRefused as exc:
+                raise PydanticCustomError(
+                    "target", str(exc).replace("pass --allow-remote", "set allow_remote=true")
+                ) from None
+        return self
 
 
 class FusedScorer:
@@ -251,6 +265,7 @@ class FusedScorer:
         self.hears_audio = audio is not None
         self.reads_text = text is not None or llm is not None
         self.audio_factor = 1.0  # NARROWBAND_AUDIO_FACTOR on a telephone line
+        self.llm_threshold = 0.5  # the engine model's calibrated P(end) threshold
         self._audio_cache: tuple[int, float] | None = None  # (pause, p_audio)
         self._text_cache: tuple[str, str, float] | None = None
         self._llm_cache: tuple[int, str, str, float | None] | None = None
@@ -290,7 +305,11 @@ class FusedScorer:
             else:
                 t0 = time.perf_counter()
                 try:
-                    p_llm = float(await self.llm.predict(ev.text, ev.agent_text))
+                    raw = float(await self.llm.predict(ev.text, ev.agent_text, ev.history or None))
+                    # The engine's P(end) lives on its own scale (SmolLM2's
+                    # calibrated threshold is 0.03): centre it on that
+                    # threshold before fusing, so "at threshold" reads 0.5.
+                    p_llm = 1.0 / (1.0 + math.exp(-(_logit(raw) - _logit(self.llm_threshold))))
                 except Exception as exc:  # the engine is optional evidence
                     log.debug("fused: llm evidence unavailable: %s", exc)
                     p_llm = None
@@ -336,7 +355,13 @@ class FusedDetector(EndOfTurnDetector):
         audio = self._load_audio() if p.audio != "off" else None
         text = self._load(f"text-{p.text_model}") if p.text == "on" else None
         llm = self._load_llm() if p.llm == "on" else None
-        return FusedScorer(audio, text, llm, (p.w_audio, p.w_text, p.w_llm))
+        scorer = FusedScorer(audio, text, llm, (p.w_audio, p.w_text, p.w_llm))
+        if llm is not None:
+            from turnkit.llm.eou import calibration_for
+
+            cal = calibration_for(llm.model)
+            scorer.llm_threshold = cal.threshold if cal is not None else 0.5
+        return scorer
 
     # -- models ---------------------------------------------------------------
     def _load_audio(self) -> Any:

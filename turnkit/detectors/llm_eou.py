@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -36,6 +37,7 @@ from turnkit.llm.eou import (
     resolve_template,
 )
 from turnkit.llm.logprobs import EngineError
+from turnkit.net import TargetRefused, check_target
 
 __all__ = ["LLMEouDetector", "LLMEouParams"]
 
@@ -54,6 +56,9 @@ class LLMEouParams(DetectorParams):
     that ends a turn when the engine fails (``fallback_ms``)."""
 
     base_url: str = Field("http://127.0.0.1:8080/v1", description="OpenAI-compatible API root")
+    allow_remote: bool = Field(
+        False, description="base_url may be outside loopback and private networks"
+    )
     model: str = Field("", description="model name to send; empty: the engine's default")
     threshold: float = Field(
         _calibrated_threshold(""),
@@ -115,6 +120,13 @@ class LLMEouParams(DetectorParams):
     def _consistent(self) -> LLMEouParams:
         if self.min_wait_ms > self.max_wait_ms:
             raise ValueError("min_wait_ms must not exceed max_wait_ms")
+        # Where a detector connects follows the same policy as every command.
+        try:
+            check_target(self.base_url, self.allow_remote, what="base_url")
+        except TargetRefused as exc:
+            raise PydanticCustomError(
+                "target", str(exc).replace("pass --allow-remote", "set allow_remote=true")
+            ) from None
         return self
 
 
@@ -167,18 +179,20 @@ class LLMEouScorer:
         self.engine_errors = 0
         self.last_cached_tokens: int | None = None
         self._warned = False
-        self._cache: tuple[int, str, str, Score] | None = None
+        self._cache: tuple[tuple[int, str, str, int], Score] | None = None
+        self._prewarms: set[asyncio.Task[bool]] = set()
 
     async def score(self, ev: Evidence) -> Score:
         if not ev.text:
             return Score(None)
         c = self._cache
-        if c is not None and c[:3] == (ev.pause, ev.text, ev.agent_text):
-            return Score(c[3].p, parts=dict(c[3].parts), error=c[3].error)
+        key = (ev.pause, ev.text, ev.agent_text, len(ev.history))
+        if c is not None and c[0] == key:
+            return Score(c[1].p, parts=dict(c[1].parts), error=c[1].error)
         self.requests += 1
         t0 = time.perf_counter()
         try:
-            res = await self.eou.score(ev.text, ev.agent_text)
+            res = await self.eou.score(ev.text, ev.agent_text, ev.history or None)
         except EngineError as exc:
             self.engine_errors += 1
             if not self._warned:
@@ -194,8 +208,21 @@ class LLMEouScorer:
             score = Score(res.probability, parts={"p_llm": res.probability})
         score.compute_ms = (time.perf_counter() - t0) * 1000
         score.fixed_ms = FIXED_COST_MS
-        self._cache = (ev.pause, ev.text, ev.agent_text, score)
+        self._cache = (key, score)
         return score
+
+    def prewarm(self, history: list[dict[str, str]]) -> None:
+        """The agent's message is known: put the coming turn's prompt (the
+        conversation so far, no caller words yet) in the engine's prefix
+        cache, in the background, so the first ask of the turn computes only
+        the caller's words. Never raises; does nothing outside an event loop."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        task = loop.create_task(self.eou.prewarm(context=list(history)))
+        self._prewarms.add(task)
+        task.add_done_callback(self._prewarms.discard)
 
 
 @register

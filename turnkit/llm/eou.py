@@ -85,6 +85,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import math
 import re
 import time
@@ -99,7 +100,6 @@ from turnkit.llm.logprobs import (
     EngineError,
     NextToken,
     next_token_logprobs,
-    next_token_logprobs_sync,
 )
 
 __all__ = [
@@ -448,7 +448,6 @@ class LLMEndOfTurn:
         self._given = client
         self._aclient: httpx.AsyncClient | None = None
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
-        self._sclient: httpx.Client | None = None
         self._closed_cost = self.template.overhead(closed=True)
         self._open_cost = self.template.overhead(closed=False)
 
@@ -566,16 +565,6 @@ class LLMEndOfTurn:
             return
         self.eot_id = self._eot_id_from(resp)
 
-    def _learn_eot_id_sync(self, client: httpx.Client, nxt: NextToken) -> None:
-        if self._eot_id_asked or not nxt.ids or self.eot in map(_norm_token, nxt.top):
-            return
-        self._eot_id_asked = True
-        try:
-            resp = client.post(self._root() + "/tokenize", json=self._tokenize_body())
-        except httpx.HTTPError:
-            return
-        self.eot_id = self._eot_id_from(resp)
-
     # -- clients ---------------------------------------------------------------
     def _timeout(self) -> httpx.Timeout:
         return httpx.Timeout(self.timeout_ms / 1000)
@@ -595,25 +584,13 @@ class LLMEndOfTurn:
             self._aclient_loop = loop
         return self._aclient
 
-    def _sync_client(self) -> httpx.Client:
-        if self._sclient is None:
-            self._sclient = httpx.Client(
-                base_url=self.base_url + "/",
-                timeout=self._timeout(),
-                transport=httpx.HTTPTransport(retries=self.retries),
-            )
-        return self._sclient
-
     async def aclose(self) -> None:
         if self._aclient is not None and self._aclient_loop is asyncio.get_running_loop():
             await self._aclient.aclose()
         self._aclient = None
-        self.close()
 
     def close(self) -> None:
-        if self._sclient is not None:
-            self._sclient.close()
-            self._sclient = None
+        """Nothing stays open after a blocking call (kept for callers)."""
 
     # -- scoring ---------------------------------------------------------------
     async def score(
@@ -659,14 +636,25 @@ class LLMEndOfTurn:
     def score_sync(
         self, text: str, agent_text: str = "", context: Sequence[Message] | None = None
     ) -> EouResult:
-        """Blocking twin of :meth:`score` (its own connection pool; the
-        per-phase httpx timeout is ``timeout_ms``)."""
-        client = self._sync_client()
-        nxt = next_token_logprobs_sync(
-            client, self.render(text, agent_text, context), model=self.model, top_k=self.top_k
-        )
-        self._learn_eot_id_sync(client, nxt)
-        return self._result(nxt)
+        """Blocking twin of :meth:`score`, with the same total deadline
+        (``timeout_ms`` over connect, request and answer: a server that
+        trickles bytes cannot hold it longer), on its own event loop — in a
+        worker thread when the caller already runs one."""
+
+        async def once() -> EouResult:
+            try:
+                return await self.score(text, agent_text, context)
+            finally:
+                if self._given is None and self._aclient is not None:
+                    await self._aclient.aclose()
+                    self._aclient = None
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(once())
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, once()).result()
 
     def predict_sync(
         self, text: str, agent_text: str = "", context: Sequence[Message] | None = None
