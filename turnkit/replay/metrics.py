@@ -539,6 +539,7 @@ def subset_table(results: Sequence[Mapping[str, Any]]) -> Table | None:
     rows = [(r, tag, f) for r in results for tag, f in (r.get("subsets") or {}).items()]
     if not rows:
         return None
+    from rich.markup import escape
     from rich.table import Table
 
     def ms(v: float | None) -> str:
@@ -555,8 +556,8 @@ def subset_table(results: Sequence[Mapping[str, Any]]) -> Table | None:
     for r, tag, f in rows:
         resp = f.get("response_ms") or {}
         table.add_row(
-            str(r.get("detector", "")),
-            tag,
+            escape(str(r.get("detector", ""))),  # a spec's [..] is not rich markup
+            escape(tag),
             str(f.get("calls", "")),
             str(f.get("turns", "")),
             ms(resp.get("p50")),
