@@ -202,6 +202,9 @@ class BargeInController:
         self.reason = ""
         self.caller_level_db: float | None = None  # the caller's speech level (turns)
         self.log: list[tuple[float, Action, str]] = []  # every non-keep action
+        # Words judged an acknowledgement while the agent talked (when, text):
+        # the agent went on; a host may drop them from the caller's turn.
+        self.acknowledgements: list[tuple[float, str]] = []
         self.reset()
 
     @classmethod
@@ -512,7 +515,9 @@ class BargeInController:
             if self._paused:
                 return self._act(Action.CONFIRM, bid)
             return self._act(Action.STOP, bid)
-        seg.acknowledged = True
+        if not seg.acknowledged:
+            seg.acknowledged = True
+            self.acknowledgements.append((self.clock.now(), text))
         if self._paused:
             if seg.duration < self.params.max_backchannel_s or not seg.speaking:
                 return self._resume(f"acknowledgement: {text!r}")

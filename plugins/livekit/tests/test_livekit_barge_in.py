@@ -37,6 +37,7 @@ from livekit.agents.voice.io import TimedString
 from livekit.plugins import silero
 
 from turnkit.audio.wav import read_wav
+from turnkit.barge_in.controller import Action
 from turnkit.tts.espeak import EspeakTTS, _trim
 from turnkit_livekit.barge_in import BargeInFilter, filter_barge_in, interruption_options
 
@@ -171,6 +172,11 @@ async def test_echo_and_backchannel_do_not_stop_the_agent() -> None:
     assert seg["played"] == pytest.approx(len(reply) / SR, abs=0.05)
     assert bf.stops == 0 and bf.pending_stops == 0
     assert len(bf.acknowledgements) == 1 and "uh-huh" in bf.acknowledgements[0]
+    # The host only executed the controller's actions: no stop among them,
+    # and every hold it asked for was released.
+    kinds = [a for _, a in bf.actions]
+    assert not {Action.STOP, Action.CONFIRM, Action.CANCEL_PENDING} & set(kinds), bf.actions
+    assert kinds.count(Action.PAUSE) == kinds.count(Action.RESUME)
     assert run["users"] == []  # the acknowledgement is not a user turn
     assert bf.echo is not None and bf.echo.delay_ms is not None
     assert 0 < bf.echo.delay_ms < 300  # said LEAD_S early; echo 35 ms after playback
@@ -212,6 +218,10 @@ async def test_barge_in_stops_the_agent_and_history_holds_the_heard_words() -> N
     assert bf.stops == 1, bf.reasons
     stop = run["stopped_at"][0]
     assert barge["start"] < stop < barge["start"] + 0.6, (stop, bf.reasons)
+    # ... the interruption is the controller's stop (or confirm), executed
+    # then (the controller's clock is the mic audio's, from the run's start).
+    ends = [4.0 + t for t, a in bf.actions if a in (Action.STOP, Action.CONFIRM)]
+    assert len(ends) == 1 and abs(ends[0] - stop) < 0.1, (ends, stop)
     assert run["users"] == ["Sorry actually make that Friday"]  # the fake STT's words
     msg, reply_to_barge_in = [m for m in run["history"] if m.role == "assistant"]
     assert msg.interrupted and reply_to_barge_in.text_content == "Okay."

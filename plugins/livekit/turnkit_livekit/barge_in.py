@@ -15,15 +15,18 @@ supported pieces only:
 * :class:`EchoGateInput` — wraps ``session.input.audio``: each 32 ms of mic
   audio (16 kHz) goes through turnkit's :class:`~turnkit.barge_in.EchoFilter`
   (reference: what :class:`PlaybackTap` played) before LiveKit's VAD and STT
-  hear it, and through turnkit's Silero VAD, whose verdicts feed the
-  :class:`~turnkit.barge_in.AckFilter`;
-* the decisions go back through the session's public API: a bid for the
-  floor → ``session.interrupt()``; an acknowledgement → ``session.clear_user_turn()``
-  (its "uh-huh" is not kept to prefix the next turn); caller speech while a
-  reply is pending but not yet audible → ``session.interrupt()`` after
-  ``min_duration`` (what LiveKit would have done, had it not handed over);
+  hear it, and through turnkit's Silero VAD, whose verdicts (with the block)
+  feed turnkit's :class:`~turnkit.barge_in.BargeInController`;
+* the controller decides; :class:`BargeInFilter` only executes its actions
+  through the session's public API: ``stop``/``confirm`` →
+  ``session.interrupt()``; ``pause`` → ``session.output.audio.pause()`` (when
+  the sink can pause; else the agent talks on until the confirm);
+  ``resume`` → ``.resume()``; ``cancel_pending`` (caller speech while a reply
+  is pending but not yet audible) → ``session.interrupt()``; words the
+  controller judged an acknowledgement → ``session.clear_user_turn()`` (its
+  "uh-huh" is not kept to prefix the next turn);
 * :class:`PlaybackTap` — wraps ``session.output.audio``: the echo reference,
-  the agent's playback for the AckFilter, and a
+  the agent's playback for the controller, and a
   :class:`~turnkit.barge_in.PlaybackCursor` per reply. When a reply ends
   interrupted it fills ``PlaybackFinishedEvent.synchronized_transcript`` with
   the words the caller heard (:func:`~turnkit.barge_in.heard_prefix`: TTS word
@@ -67,9 +70,9 @@ from livekit.agents.voice.turn import InterruptionOptions
 
 from turnkit.audio.vad import VADAnalyzer, VADParams, VADStep
 from turnkit.barge_in import (
-    AckFilter,
-    AckParams,
-    Decision,
+    Action,
+    BargeInController,
+    BargeInParams,
     EchoFilter,
     EchoParams,
     PlaybackCursor,
@@ -111,7 +114,7 @@ def interruption_options(**overrides: Any) -> InterruptionOptions:
 class MicClock:
     """Seconds of caller audio heard so far: the timeline every turnkit
     policy in a LiveKit session runs on (echo reference, VAD edges, the
-    AckFilter's waits, playback marks)."""
+    controller's waits, playback marks)."""
 
     def __init__(self) -> None:
         self.samples = 0
@@ -200,7 +203,7 @@ class EchoGateInput(AudioInput):
             block = step.audio
         v = self.vad.analyze(block, at)
         self.clock.samples += FRAME
-        self.on_step(v)
+        self.on_step(v, block)
         pcm = (np.clip(block, -1.0, 1.0) * 32767).astype(np.int16)
         return rtc.AudioFrame(pcm.tobytes(), SR, 1, FRAME)
 
@@ -415,10 +418,11 @@ class Truncation:
 
 
 class BargeInFilter:
-    """turnkit's barge-in decision in a running LiveKit session (see the
-    module docstring). Counters: ``stops`` (interruptions it made, with
-    ``reasons``), ``acknowledgements`` (backchannels it let pass),
-    ``pending_stops`` (pending replies cancelled by caller speech),
+    """Executes turnkit's barge-in controller's actions in a running LiveKit
+    session (see the module docstring); decides nothing itself. Counters:
+    ``stops`` (interruptions made, with ``reasons``), ``acknowledgements``
+    (backchannels let pass), ``pending_stops`` (pending replies cancelled by
+    caller speech), ``provisional_stops`` (pauses), ``resumes``,
     ``truncations``."""
 
     def __init__(
@@ -427,14 +431,14 @@ class BargeInFilter:
         *,
         language: str = "en",
         echo: bool | EchoFilter = True,
-        ack_params: AckParams | None = None,
+        params: BargeInParams | None = None,
         echo_params: EchoParams | None = None,
         vad_params: VADParams | None = None,
         truncation: TruncationConfig | None = None,
     ) -> None:
         self.session = session
         self.clock = MicClock()
-        self.ack = AckFilter(self.clock, language, ack_params)
+        self.controller = BargeInController(self.clock, language, params)
         if isinstance(echo, EchoFilter):
             self.echo: EchoFilter | None = echo
         else:
@@ -448,14 +452,15 @@ class BargeInFilter:
         self.reasons: list[str] = []
         self.acknowledgements: list[str] = []
         self.pending_stops = 0
-        self.provisional_stops = 0  # wordless stops held (paused or talked through)
-        self.resumes = 0  # of which no words followed
-        self._held_stop: str | None = None
+        self.provisional_stops = 0  # pauses (held where the sink can pause)
+        self.resumes = 0  # of which the agent went on
+        self.actions: list[tuple[float, Action]] = []  # every non-keep action
         self._paused = False
+        self._audible = False  # the agent's audio is playing (a tap saw it start)
+        self._acks_seen = 0
         self.truncations: list[Truncation] = []
         self._finals: list[str] = []
         self._interim = ""
-        self._pending_onset: float | None = None
         self.input: EchoGateInput | None = None
         self.output: PlaybackTap | None = None
         self.text = ReplyTextTap(session.output.transcription)
@@ -485,9 +490,19 @@ class BargeInFilter:
         if self.output is not None:
             self.output.feed_reference(at)
 
-    def _on_vad(self, v: VADStep) -> None:
-        self._act(self.ack.on_vad(v))
-        self._pending_reply(v)
+    def _reply_pending(self) -> bool:
+        """A reply is on its way (LiveKit's current speech) but not audible yet."""
+        speech = self.session.current_speech
+        return (
+            speech is not None
+            and not speech.interrupted
+            and speech.allow_interruptions
+            and not self._audible
+        )
+
+    def _on_vad(self, v: VADStep, block: np.ndarray | None = None) -> None:
+        self.controller.on_reply_pending(self._reply_pending())
+        self._execute(self.controller.on_frame(v, block))
 
     def _on_transcribed(self, ev: Any) -> None:
         log.debug("transcript at %.2f s: %r final=%s", self.clock.now(), ev.transcript, ev.is_final)
@@ -497,46 +512,56 @@ class BargeInFilter:
             self._interim = ""
         else:
             self._interim = ev.transcript
-        self._act(self.ack.on_transcript(" ".join([*self._finals, self._interim])))
+        self._execute(self.controller.on_transcript(" ".join([*self._finals, self._interim])))
+        acks = self.controller.acknowledgements
+        if len(acks) > self._acks_seen:
+            self._acks_seen = len(acks)
+            self._acknowledged(acks[-1][1])
 
     def _on_item(self, ev: Any) -> None:
         item = ev.item
         if isinstance(item, llm.ChatMessage) and item.role == "user":
             self._finals, self._interim = [], ""
 
-    def _act(self, d: Decision) -> None:
-        reason = self.ack.reason
-        if d is Decision.STOP:
-            if not self._interruptible():
-                self.ack.confirm()
-            elif self.ack.provisional:
-                # Provisional: no word yet (a cough, a long "mmm", echo the
-                # filter missed). Pause when the speaker can, else keep
-                # talking; words confirm it, silence resumes.
-                self._held_stop = reason
-                self.provisional_stops += 1
-                out = self.session.output.audio
-                if out is not None and out.can_pause:
-                    self._paused = True
-                    out.pause()
-                log.info("turnkit barge-in at %.2f s: %s, waiting for words", self._t(), reason)
-            else:
-                self._interrupt(reason)
-        elif d is Decision.RESUME:
-            self._release_hold()
-        elif self._held_stop is not None and reason.endswith("(words followed)"):
+    def _execute(self, act: Action) -> None:
+        """Carry out one controller action through the session's API."""
+        if act is Action.KEEP:
+            return
+        self.actions.append((self._t(), act))
+        reason = self.controller.reason
+        out = self.session.output.audio
+        if act in (Action.STOP, Action.CONFIRM):
             self._interrupt(reason)
-        elif d is Decision.KEEP and reason is not self._last_reason and reason.startswith(
-            "acknowledgement"
-        ):
-            self.acknowledgements.append(reason)
-            log.info("turnkit barge-in at %.2f s: %s, agent keeps talking", self._t(), reason)
-            self._finals, self._interim = [], ""
-            # LiveKit emits the transcript event before it adds the words to
-            # the turn: clear once it has (same loop turn, before its end of
-            # turn timer can fire).
-            asyncio.get_running_loop().call_soon(self._clear_user_turn)
-        self._last_reason = reason
+        elif act is Action.PAUSE:
+            self.provisional_stops += 1
+            if out is not None and out.can_pause and self._interruptible():
+                self._paused = True
+                out.pause()
+            log.info("turnkit barge-in at %.2f s: %s, held", self._t(), reason)
+        elif act is Action.RESUME:
+            self.resumes += 1
+            if self._paused:
+                self._paused = False
+                if out is not None:
+                    out.resume()
+            log.info("turnkit barge-in at %.2f s: %s", self._t(), reason)
+        elif act is Action.CANCEL_PENDING:
+            speech = self.session.current_speech
+            if speech is not None and not speech.interrupted and speech.allow_interruptions:
+                self.pending_stops += 1
+                log.info("turnkit: caller still speaking, pending reply cancelled")
+                self.session.interrupt()
+            self.controller.on_reply_pending(False)
+
+    def _acknowledged(self, text: str) -> None:
+        reason = f"acknowledgement: {text!r}"
+        self.acknowledgements.append(reason)
+        log.info("turnkit barge-in at %.2f s: %s, agent keeps talking", self._t(), reason)
+        self._finals, self._interim = [], ""
+        # LiveKit emits the transcript event before it adds the words to the
+        # turn: clear once it has (same loop turn, before its end of turn
+        # timer can fire).
+        asyncio.get_running_loop().call_soon(self._clear_user_turn)
 
     def _t(self) -> float:
         return self.clock.now()
@@ -546,73 +571,38 @@ class BargeInFilter:
         return speech is not None and speech.allow_interruptions and not speech.interrupted
 
     def _interrupt(self, reason: str) -> None:
-        self._held_stop = None
         self._paused = False
         if self._interruptible():
             self.stops += 1
             self.reasons.append(reason)
             log.info("turnkit barge-in at %.2f s: %s", self._t(), reason)
             self.session.interrupt()
-        # LiveKit drops an interrupted reply: nothing is left to resume.
-        self.ack.confirm()
-
-    def _release_hold(self) -> None:
-        self._held_stop = None
-        self.resumes += 1
-        if self._paused:
-            self._paused = False
-            out = self.session.output.audio
-            if out is not None:
-                out.resume()
-        log.info("turnkit barge-in at %.2f s: no words followed, agent goes on", self._t())
-
-    _last_reason = ""
+        else:
+            # Nothing of LiveKit's to stop (the reply had ended): the caller has the floor.
+            self.controller.on_agent_stopped(self._t())
 
     def _clear_user_turn(self) -> None:
         with contextlib.suppress(RuntimeError):  # the session closed meanwhile
             self.session.clear_user_turn()
 
-    def _pending_reply(self, v: VADStep) -> None:
-        """Caller speech while a reply is pending but not yet audible: the
-        caller is still talking, so the reply is stale (LiveKit's own rule,
-        ``min_duration`` of speech, which the hand-over switched off)."""
-        if v.started:
-            self._pending_onset = v.speech_start
-        if not v.speaking:
-            self._pending_onset = None
-            return
-        speech = self.session.current_speech
-        if (
-            self._pending_onset is None
-            or self.ack.agent_speaking
-            or speech is None
-            or speech.interrupted
-            or not speech.allow_interruptions
-        ):
-            return
-        min_s = float(self.session.options.interruption.get("min_duration", 0.5))
-        if v.speech_end - self._pending_onset >= min_s:
-            self._pending_onset = None
-            self.pending_stops += 1
-            log.info("turnkit: caller still speaking, pending reply cancelled")
-            self.session.interrupt()
-
     # -- agent side (from the taps) ---------------------------------------------
     def _agent_started(self, reply: _Reply, at: float) -> None:
-        self.ack.agent_started(self.text.text, at=at)
+        self._audible = True
+        self.controller.on_agent_started(self.text.text, at=at)
         self.cursor.on_started(reply.reply_id)
 
     def _on_reply_text(self, text: str) -> None:
         # The whole reply's text, once LiveKit has forwarded it: context for
         # "okay" after a question, and the words an echo transcript would repeat.
-        if self.ack.agent_speaking and text.strip():
-            self.ack.agent_text = text
-            self.ack.echo_check.agent_said(text, self.clock.now())
+        if self._audible and text.strip():
+            self.controller.on_agent_text(text)
 
     def _reply_finished(
         self, reply: _Reply, played_s: float, interrupted: bool, livekit: str | None
     ) -> str | None:
-        self.ack.agent_stopped()
+        self._audible = False
+        self._paused = False
+        self.controller.on_agent_stopped(self.clock.now())
         text, words, timed, anchors = self.text.take()
         rid = reply.reply_id
         self.cursor.on_text(rid, text, append=False)
@@ -655,7 +645,7 @@ def filter_barge_in(
     *,
     language: str = "en",
     echo: bool | EchoFilter = True,
-    ack_params: AckParams | None = None,
+    params: BargeInParams | None = None,
     truncation: TruncationConfig | None = None,
 ) -> BargeInFilter:
     """Hand ``session``'s barge-in decision to turnkit (after ``session.start``;
@@ -668,5 +658,5 @@ def filter_barge_in(
             opts.get("min_words"),
         )
     return BargeInFilter(
-        session, language=language, echo=echo, ack_params=ack_params, truncation=truncation
+        session, language=language, echo=echo, params=params, truncation=truncation
     )
