@@ -53,6 +53,11 @@ EVENT_KINDS = ("backchannel", "echo", "noise")
 
 @dataclass
 class TurnScore:
+    """How one caller turn went in a replay: the response latency (turn end
+    to agent audio), whether a decision cut it off (and at which holds), was
+    missed, and, for a turn begun while the agent spoke, whether and how fast
+    the agent stopped."""
+
     call: str
     turn: int
     start: float
@@ -82,6 +87,10 @@ class TurnScore:
 
 @dataclass
 class EventScore:
+    """One backchannel, echo or noise event of a replayed call: whether it
+    met the agent speaking and made it stop (a false barge-in) or only
+    hold briefly."""
+
     kind: str
     start: float
     end: float
@@ -94,6 +103,11 @@ class EventScore:
 
 @dataclass
 class CallScore:
+    """One call replayed through one detector, scored: per-turn and
+    per-event scores, hold cutoffs by kind, decisions and their compute,
+    spurious replies, drafts, the replies' timeline and tool figures; what
+    :func:`aggregate` and the report read."""
+
     call: str
     audio_seconds: float
     wall_seconds: float

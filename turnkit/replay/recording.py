@@ -106,14 +106,26 @@ class _Span(_Model):
 
 
 class WordTiming(_Span):
+    """One word of a caller turn and when it was spoken (seconds on the
+    call's timeline): what a replay's oracle transcript emits word by word."""
+
     text: str
 
 
 class Hold(_Span):
+    """A labelled pause between two speech spans of a caller turn: its kind
+    (``mid-sentence``, ``between-sentences``, ``comma``) is what replay
+    reports false cutoffs per."""
+
     kind: Literal["mid-sentence", "between-sentences", "comma"]
 
 
 class CallerTurn(_Span):
+    """The caller holding the floor from ``start`` to ``end``: the speech
+    spans (the gaps between them are holds), the text, optional word
+    timings and hold labels. The reference a detector's end-of-turn
+    decision is scored against: a decision before ``end`` is a cutoff."""
+
     type: Literal["caller_turn"]
     text: str = ""
     spans: list[tuple[Seconds, Seconds]] | None = None
@@ -155,20 +167,32 @@ class CallerTurn(_Span):
 
 
 class AgentTurn(_Span):
+    """When the agent spoke in the original call and what it said; the
+    replayed reply to the caller turn before it plays until its ``end``."""
+
     type: Literal["agent_turn"]
     text: str = ""
 
 
 class Backchannel(_Span):
+    """Caller speech while the agent talks that is not a bid for the floor
+    ("uh-huh"): an agent that stops for it is a false barge-in."""
+
     type: Literal["backchannel"]
     text: str = ""
 
 
 class Echo(_Span):
+    """A stretch of the caller channel that is the agent's own audio coming
+    back: an agent that stops for it is a false barge-in."""
+
     type: Literal["echo"]
 
 
 class Noise(_Span):
+    """A non-speech sound on the caller channel (``label``: cough, door,
+    ...): an agent that stops for it is a false barge-in."""
+
     type: Literal["noise"]
     label: str = ""
 
@@ -211,11 +235,18 @@ IGNORED_EVENTS: set[str] = set()
 
 
 class AudioPaths(_Model):
+    """The call's WAV files, relative to its folder: the caller channel and,
+    where present, the agent's (the echo filter's reference)."""
+
     caller: str = "caller.wav"
     agent: str | None = None
 
 
 class Manifest(_Model):
+    """A recording's ``call.json`` (``turnkit.recording/v1``): its id, audio
+    files, tags (subsets such as natural, stress, telephone) and labelled
+    events, validated; event types a newer writer added are dropped."""
+
     format: str
     id: str = Field(min_length=1)
     language: str = "en"
