@@ -268,6 +268,10 @@ class SimulatedEngine:
 
 @dataclass(slots=True)
 class ToolExecution:
+    """One run of a replayed tool's backend: which tool, read or write, its
+    arguments, when it started and finished (virtual clock), and a write's
+    idempotency key (what shows each write ran once)."""
+
     name: str
     effect: str
     args: dict[str, Any]
