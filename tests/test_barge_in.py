@@ -15,7 +15,7 @@ import pytest
 
 from turnkit.audio.vad import VADAnalyzer, VADStep
 from turnkit.audio.wav import read_wav
-from turnkit.barge_in import AckFilter, Decision, EchoFilter, is_backchannel
+from turnkit.barge_in import EchoFilter, is_backchannel
 from turnkit.barge_in.controller import Action, BargeInController
 from turnkit.barge_in.echo import EchoTranscriptCheck, align_reference
 from turnkit.barge_in.lexicon import is_answer
@@ -173,11 +173,13 @@ def _step(speaking: bool, started: bool = False, stopped: bool = False, start=0.
     )
 
 
-async def _segment(clock, ack, onset, dur, words=None, word_at=None, until=None):
-    """Drive the filter frame by frame through one caller segment."""
-    decisions = []
+async def _segment(clock, ctl, onset, dur, words=None, word_at=None, until=None):
+    """Drive the controller frame by frame through one caller segment, with
+    hand-built VAD steps (a fake VAD: fast checks of the word rules; the
+    real-audio checks are in test_barge_in_controller.py)."""
+    actions = []
     t = onset
-    ack_started = False
+    started = False
     end = onset + dur
     until = until if until is not None else end + 1.0
     while t < until:
@@ -185,56 +187,57 @@ async def _segment(clock, ack, onset, dur, words=None, word_at=None, until=None)
         speaking = t < end
         step = _step(
             speaking or (t < end + 0.096),
-            started=not ack_started,
-            stopped=ack_started and end + 0.096 <= t < end + 0.128,
+            started=not started,
+            stopped=started and end + 0.096 <= t < end + 0.128,
             start=onset,
             end=min(t + 0.032, end),
         )
-        ack_started = True
-        decisions.append(ack.on_vad(step))
+        step.prob = 0.9 if speaking else 0.0
+        started = True
+        actions.append(ctl.on_frame(step))
         if words is not None and word_at is not None and word_at <= t + 0.032 < word_at + 0.032:
-            decisions.append(ack.on_transcript(words))
+            actions.append(ctl.on_transcript(words))
         t += 0.032
-    return decisions
+    return actions
 
 
 @pytest.mark.asyncio
-async def test_ack_filter_keeps_talking_through_a_backchannel() -> None:
+async def test_fake_vad_controller_keeps_talking_through_a_backchannel() -> None:
     clock = VirtualClock()
-    ack = AckFilter(clock)
-    ack.agent_started("I found an account ending in eight eight four, registered to John.", 0.0)
-    d = await _segment(clock, ack, onset=1.0, dur=0.33, words="uh-huh", word_at=1.33)
-    assert Decision.STOP not in d
+    ctl = BargeInController(clock)
+    ctl.on_agent_started("I found an account ending in eight eight four, registered to John.", 0.0)
+    d = await _segment(clock, ctl, onset=1.0, dur=0.33, words="uh-huh", word_at=1.33)
+    assert Action.STOP not in d and Action.CONFIRM not in d
+    assert ctl.acknowledgements and ctl.acknowledgements[-1][1] == "uh-huh"
 
 
 @pytest.mark.asyncio
-async def test_ack_filter_stops_on_a_word_that_is_not_a_backchannel() -> None:
+async def test_fake_vad_controller_stops_on_a_word_that_is_not_a_backchannel() -> None:
     clock = VirtualClock()
-    ack = AckFilter(clock)
-    ack.agent_started("I found an account ending in eight eight four.", 0.0)
-    d = await _segment(clock, ack, onset=1.0, dur=1.0, words="wait", word_at=1.21)
-    assert Decision.STOP in d
-    assert clock.now() >= 1.21 and "wait" in ack.reason
+    ctl = BargeInController(clock)
+    ctl.on_agent_started("I found an account ending in eight eight four.", 0.0)
+    d = await _segment(clock, ctl, onset=1.0, dur=1.0, words="wait", word_at=1.21)
+    assert Action.STOP in d or Action.CONFIRM in d
+    assert clock.now() >= 1.21 and "wait" in ctl.reason
 
 
 @pytest.mark.asyncio
-async def test_ack_filter_okay_answering_the_agents_question_is_a_bid() -> None:
+async def test_fake_vad_controller_okay_answering_the_agents_question_is_a_bid() -> None:
     clock = VirtualClock()
-    ack = AckFilter(clock)
-    ack.agent_started("Shall I book it?", 0.0)
-    d = await _segment(clock, ack, onset=1.2, dur=0.3, words="okay", word_at=1.5)
-    assert Decision.STOP in d and "question" in ack.reason
+    ctl = BargeInController(clock)
+    ctl.on_agent_started("Shall I book it?", 0.0)
+    d = await _segment(clock, ctl, onset=1.2, dur=0.3, words="okay", word_at=1.5)
+    assert (Action.STOP in d or Action.CONFIRM in d) and "question" in ctl.reason
 
 
 @pytest.mark.asyncio
-async def test_ack_filter_long_wordless_speech_stops_then_resumes_if_no_words() -> None:
+async def test_fake_vad_controller_long_wordless_speech_pauses_then_resumes() -> None:
     clock = VirtualClock()
-    ack = AckFilter(clock)
-    ack.agent_started("Let me read the whole policy to you now, it is quite long.", 0.0)
-    d = await _segment(clock, ack, onset=1.0, dur=0.6, until=4.0)
-    assert Decision.STOP in d
-    stop_at = d.index(Decision.STOP)
-    assert Decision.RESUME in d[stop_at:]  # no words within the timeout
+    ctl = BargeInController(clock)
+    ctl.on_agent_started("Let me read the whole policy to you now, it is quite long.", 0.0)
+    d = await _segment(clock, ctl, onset=1.0, dur=0.6, until=4.0)
+    assert Action.PAUSE in d and Action.STOP not in d and Action.CONFIRM not in d
+    assert Action.RESUME in d[d.index(Action.PAUSE) :]  # no words followed
 
 
 @pytest.mark.asyncio

@@ -217,12 +217,12 @@ def test_oracle_long_turn_one_frame_per_audio_frame_and_every_final() -> None:
     assert bc == ["oh", "oh i", "oh i see"]  # words 100 ms apart: one frame each, as before
 
 
-def test_ack_filter_tokens_of_a_growing_transcript_match_a_fresh_read() -> None:
-    from turnkit.barge_in.ack import AckFilter
+def test_barge_in_controller_tokens_of_a_growing_transcript_match_a_fresh_read() -> None:
+    from turnkit.barge_in.controller import BargeInController
     from turnkit.barge_in.lexicon import tokens
     from turnkit.clock import VirtualClock
 
-    f = AckFilter(VirtualClock())
+    f = BargeInController(VirtualClock())
     texts = [
         "okay",
         "okay so",

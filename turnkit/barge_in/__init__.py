@@ -7,13 +7,11 @@ the processors that execute its actions on agent playback, and the playback
 cursor + history truncation (the LLM's history holds what the caller heard).
 """
 
-from turnkit.barge_in.ack import AckFilter, AckParams, Decision
 from turnkit.barge_in.controller import Action, BargeInController, BargeInParams
 from turnkit.barge_in.cursor import PlaybackCursor, WordTimestampsFrame
 from turnkit.barge_in.echo import EchoFilter, EchoParams, EchoStep, EchoTranscriptCheck
 from turnkit.barge_in.history_processor import HistoryTruncator
 from turnkit.barge_in.lexicon import is_backchannel
-from turnkit.barge_in.policy import BargeInPolicy, FilteredBargeIn, VADBargeIn
 from turnkit.barge_in.truncation import (
     Heard,
     TruncationConfig,
@@ -23,23 +21,17 @@ from turnkit.barge_in.truncation import (
 )
 
 __all__ = [
-    "AckFilter",
-    "AckParams",
     "Action",
     "BargeInController",
     "BargeInParams",
-    "BargeInPolicy",
-    "Decision",
     "EchoFilter",
     "EchoParams",
     "EchoStep",
     "EchoTranscriptCheck",
-    "FilteredBargeIn",
     "Heard",
     "HistoryTruncator",
     "PlaybackCursor",
     "TruncationConfig",
-    "VADBargeIn",
     "WordTimestampsFrame",
     "heard_prefix",
     "is_backchannel",
