@@ -61,7 +61,14 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
-from turnkit.detectors.endpointing import Evidence, Score, WaitPolicy
+from turnkit.detectors.endpointing import (
+    CEILING_MS,
+    DIGIT_RUN_MS,
+    Evidence,
+    Score,
+    WaitPolicy,
+    in_digit_run,
+)
 from turnkit.detectors.registry import register
 from turnkit.detectors.semantic_text import FIXED_COST_MS as TEXT_COST_MS
 from turnkit.detectors.smart_turn import FIXED_COST_MS as SMART_TURN_COST_MS
@@ -69,6 +76,7 @@ from turnkit.net import TargetRefused, check_target
 
 __all__ = [
     "CEILING_MS",
+    "DIGIT_RUN_MS",
     "NARROWBAND_AUDIO_FACTOR",
     "PROFILES",
     "W_AUDIO",
@@ -112,7 +120,7 @@ PROFILES: dict[str, WaitPolicy] = {
     "default": WaitPolicy(
         mode="continuous",
         min_wait_ms=120,
-        max_wait_ms=1000,
+        max_wait_ms=CEILING_MS,
         hold_ms=200,
         hold_sigma=0.65,
         confidence=0.95,
@@ -124,7 +132,8 @@ PROFILES: dict[str, WaitPolicy] = {
     "patient": WaitPolicy(
         mode="continuous",
         min_wait_ms=250,
-        max_wait_ms=1200,
+        max_wait_ms=CEILING_MS,
+        digit_run_ms=DIGIT_RUN_MS,
         hold_ms=300,
         hold_sigma=0.65,
         confidence=0.95,
@@ -143,10 +152,6 @@ PROFILES: dict[str, WaitPolicy] = {
         early_eager=True,
     ),
 }
-# Every wait ends by this much silence, whatever the evidence says; only a
-# caller in the middle of a digit or spelling run may extend it (to the
-# profile's own ceiling).
-CEILING_MS = 1000.0
 Profile = WaitPolicy  # a profile is a wait policy
 
 _PATIENT = re.compile(
@@ -157,11 +162,6 @@ _YES_NO = re.compile(
     r"(^|[.!?]\s*)(is|are|was|were|do|does|did|can|could|would|will|shall|should|have|has|"
     r"may|am)\b[^.!?]*\?\s*$|\b(right|correct|okay|ok)\?\s*$"
 )
-_DIGIT_WORDS = frozenset(
-    ["zero", "oh", "o", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "double", "triple", "dash"]
-)
-
-
 def choose_profile(agent_text: str) -> str:
     """The patience profile the agent's last message calls for."""
     text = agent_text.strip().lower()
@@ -173,15 +173,6 @@ def choose_profile(agent_text: str) -> str:
     if _YES_NO.search(last):
         return "snappy"
     return "default"
-
-
-def in_digit_run(text: str, run: int = 2) -> bool:
-    """The words end in a run of digits or spelled letters ("four one five",
-    "s m i"): the caller is reading something out and pauses between chunks."""
-    words = text.lower().split()[-run:]
-    if len(words) < run:
-        return False
-    return all(w.isdigit() or w in _DIGIT_WORDS or (len(w) == 1 and w.isalpha()) for w in words)
 
 
 def wait_ms(p: float, profile: WaitPolicy) -> float:
@@ -406,13 +397,12 @@ class FusedDetector(EndOfTurnDetector):
         base = PROFILES[self.profile_name(agent_text)]
         lo = prm.min_wait_ms if prm.min_wait_ms is not None else base.min_wait_ms
         hi = prm.max_wait_ms if prm.max_wait_ms is not None else base.max_wait_ms
-        if prm.max_wait_ms is None and hi > CEILING_MS and not in_digit_run(text):
-            hi = CEILING_MS
         s = prm.scale
         return base.model_copy(
             update={
                 "min_wait_ms": lo * s,
                 "max_wait_ms": max(lo, hi) * s,
+                "digit_run_ms": None if base.digit_run_ms is None else base.digit_run_ms * s,
                 "hold_ms": base.hold_ms * s,
                 "eager": prm.eager,
                 "confidence": prm.confidence if prm.confidence is not None else base.confidence,

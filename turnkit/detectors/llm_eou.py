@@ -26,7 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from turnkit.clock import Clock
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
-from turnkit.detectors.endpointing import Evidence, Score, WaitPolicy
+from turnkit.detectors.endpointing import DIGIT_RUN_MS, Evidence, Score, WaitPolicy
 from turnkit.detectors.registry import register
 from turnkit.llm.eou import (
     MAX_HISTORY_TOKENS,
@@ -73,7 +73,7 @@ class LLMEouParams(DetectorParams):
         0.0, ge=0, le=60_000, description="silence before ending when the model says complete"
     )
     max_wait_ms: float = Field(
-        1800.0, ge=0, le=60_000, description="silence before ending when the model says incomplete"
+        1000.0, ge=0, le=60_000, description="silence before ending when the model says incomplete: the ceiling"
     )
     fallback_ms: float = Field(
         800.0, ge=0, le=60_000, description="silence that ends a turn when the engine fails"
@@ -275,6 +275,7 @@ class LLMEouDetector(EndOfTurnDetector):
             threshold=prm.threshold,
             min_wait_ms=prm.min_wait_ms,
             max_wait_ms=max(prm.max_wait_ms, prm.fallback_ms),
+            digit_run_ms=DIGIT_RUN_MS,
             no_evidence_ms=prm.max_wait_ms,
             fallback_ms=prm.fallback_ms,
         )

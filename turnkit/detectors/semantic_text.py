@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
-from turnkit.detectors.endpointing import Evidence, Score, WaitPolicy
+from turnkit.detectors.endpointing import DIGIT_RUN_MS, Evidence, Score, WaitPolicy
 from turnkit.detectors.registry import register
 from turnkit.text.semantic_model import SemanticTextModel
 
@@ -62,7 +62,7 @@ class SemanticTextParams(DetectorParams):
     )
     min_wait_ms: float = Field(250.0, ge=0, le=60_000, description="silence when it reads finished")
     max_wait_ms: float = Field(
-        1800.0, ge=0, le=60_000, description="silence when it reads unfinished (fallback)"
+        1000.0, ge=0, le=60_000, description="silence when it reads unfinished: the ceiling"
     )
 
     @model_validator(mode="after")
@@ -137,4 +137,5 @@ class SemanticTextDetector(EndOfTurnDetector):
             eager=prm.eager_threshold,
             min_wait_ms=prm.min_wait_ms,
             max_wait_ms=prm.max_wait_ms,
+            digit_run_ms=DIGIT_RUN_MS,
         )
