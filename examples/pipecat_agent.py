@@ -63,6 +63,7 @@ from pipecat.frames.frames import (
     EndFrame,
     Frame,
     InputAudioRawFrame,
+    InterimTranscriptionFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
@@ -99,7 +100,7 @@ from turnkit_pipecat import (
     TurnkitUserTurnStopStrategy,
     TurnMetricsObserver,
 )
-from turnkit_pipecat.replay import feed_frames, recording_frames
+from turnkit_pipecat.replay import recording_frames
 
 from turnkit.barge_in.echo import EchoFilter
 from turnkit.clock import RealClock
@@ -574,25 +575,54 @@ class _Printer(FrameProcessor):
         super().__init__()
         self.text = ""
         self.replies: list[str] = []
+        self.replied = asyncio.Event()  # set at each completed reply
 
     async def process_frame(self, frame: Any, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, LLMTextFrame):
             self.text += frame.text
-        elif type(frame).__name__ == "LLMFullResponseEndFrame" and self.text.strip():
+        elif isinstance(frame, LLMFullResponseEndFrame) and self.text.strip():
             self.replies.append(self.text.strip())
             print(f"  agent: {self.text.strip()}")
             self.text = ""
-        elif isinstance(frame, TranscriptionFrame):
-            pass
+            self.replied.set()
         await self.push_frame(frame, direction)
+
+    async def wait_replies(self, n: int, timeout_s: float) -> bool:
+        """Wait until ``n`` replies have completed (False after ``timeout_s``)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while len(self.replies) < n:
+            self.replied.clear()
+            try:
+                await asyncio.wait_for(self.replied.wait(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                return len(self.replies) >= n
+        return True
+
+
+# How long selfcheck waits for one reply: a generous bound for a busy
+# machine (the local engine answers in well under a second when idle), only
+# reached when a reply never comes.
+REPLY_TIMEOUT_S = float(os.environ.get("TURNKIT_SELFCHECK_REPLY_TIMEOUT_S", "120"))
 
 
 async def selfcheck(call: str) -> int:
     """A recorded call's audio and words through the agent's turn-taking and
-    the real LLM (no STT/TTS/transport): prints turns and replies."""
+    the real LLM (no STT/TTS/transport): prints turns and replies.
+
+    The caller waits for the agent: the call is fed in lock step (each
+    frame once the engine has heard it), and after each turn end the
+    detector decided, the feed pauses on the audio clock until the LLM's
+    reply to that turn has completed. Fed faster than real time without that
+    pause, the caller's next turn would arrive while the reply to the last
+    one is still being generated, and (as on a real line) it would interrupt
+    and cancel that reply: the recording's next caller turn answers an agent
+    turn that was never given time to be said. Exits 1 when a turn end got
+    no reply within ``REPLY_TIMEOUT_S``."""
     rec = load_recording(ROOT / "recordings" / call)
     engine = TurnkitTurnEngine(os.environ.get("TURNKIT_DETECTOR", "fused"))
+    engine.keep_audio_steps = True  # audio_of(): each chunk waited for until heard
     parts = build(engine, vad_frames=False)
     printer = _Printer()
     task = PipelineTask(
@@ -603,15 +633,25 @@ async def selfcheck(call: str) -> int:
 
     @parts["user"].event_handler("on_user_turn_stopped")
     async def _turn(_agg: Any, _strategy: Any, message: Any) -> None:
-        print(f"caller ({engine.now:.2f}s): {message.content}")
+        at = engine.decisions[-1].at if engine.decisions else engine.now
+        print(f"caller ({at:.2f}s): {message.content}")
+
+    missing: list[int] = []
 
     async def feed() -> None:
-        await feed_frames(task, engine, recording_frames(rec))
-        for _ in range(300):  # the engine answers the last turn
-            if len(printer.replies) >= len(engine.decisions):
-                break
-            await asyncio.sleep(0.1)
-        await task.queue_frame(EndFrame())
+        try:
+            for f in recording_frames(rec):
+                await task.queue_frame(f)
+                if isinstance(f, InputAudioRawFrame):
+                    await engine.audio_of(f)
+                elif isinstance(f, TranscriptionFrame | InterimTranscriptionFrame):
+                    await engine.wait_fed(f)
+                n = len(engine.decisions)
+                if n > len(printer.replies) and not await printer.wait_replies(n, REPLY_TIMEOUT_S):
+                    missing.append(n)
+                    return
+        finally:
+            await task.queue_frame(EndFrame())
 
     runner = PipelineRunner(handle_sigint=False)
     await runner.add_workers(task)
@@ -621,6 +661,12 @@ async def selfcheck(call: str) -> int:
         f"selfcheck: {len(engine.decisions)} turn ends, {len(printer.replies)} replies, "
         f"speculations {stop.speculations} (kept {stop.kept}, withdrawn {stop.withdrawn})"
     )
+    if missing:
+        print(
+            f"selfcheck: turn end {missing[0]} got no reply within {REPLY_TIMEOUT_S:.0f} s",
+            file=sys.stderr,
+        )
+        return 1
     return 0 if printer.replies else 1
 
 

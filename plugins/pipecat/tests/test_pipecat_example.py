@@ -1,6 +1,12 @@
 """examples/pipecat_agent.py end to end on the real llama-server: a recorded
 call through the agent's turn-taking (turnkit strategies, drafting, gated
-tools) and Pipecat's OpenAILLMService; every confirmed turn gets a reply."""
+tools) and Pipecat's OpenAILLMService; every confirmed turn gets a reply.
+
+The selfcheck's caller waits for each reply (an event, bounded by a generous
+per-reply timeout) before its next turn, so the count does not depend on how
+fast the machine generates: fed faster than real time without that wait, the
+next caller turn interrupted the reply to the last one (3 turn ends, 2
+replies)."""
 
 from __future__ import annotations
 
