@@ -30,8 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from turnkit.audio.timeline import FRAME_SAMPLES, SAMPLE_RATE, AudioTimeline, TimelineProcessor
 from turnkit.audio.vad import VADAnalyzer, VADParams
-from turnkit.audio.vad_processor import VADProcessor
 from turnkit.audio.wav import AudioError, read_wav
 from turnkit.barge_in.controller import BargeInController
 from turnkit.barge_in.cursor import PlaybackCursor
@@ -68,7 +68,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SAMPLE_RATE = 16000
 CHARS_PER_SECOND = 15.0
 
 
@@ -240,8 +239,6 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
     detector = create_detector(detector_spec, clock)
     compute = config.compute if config.count_compute else "none"
     detector.set_compute(compute)
-    if rec.caller_rate is not None:
-        detector.set_source_rate(rec.caller_rate)
     vad = VADAnalyzer(
         params=VADParams(
             threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
@@ -255,11 +252,19 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
         else LiveTTFT(config.llm_url, model_ttft, model=config.llm_model)
     )
     barge_in, gate, echo_reference = barge_in_filters(rec, n_samples, clock, config, stream=True)
+    # The call's one audio timeline: the echo filter (if any) and the VAD on
+    # the virtual clock, which this loop moves to each frame's end; the
+    # agent.wav feeder stays in front of it.
+    echo = next((p.echo for p in gate if isinstance(p, EchoGateProcessor)), None)
+    timeline = AudioTimeline(clock, echo=echo, vad=vad)
+    timeline.attach(detector)
+    if rec.caller_rate is not None:
+        timeline.set_source_rate(rec.caller_rate)
     agent, tools = await replay_agent(rec, clock, barge_in, llm, rng, config, compute != "none")
     pipeline = Pipeline(
         [
-            *gate,
-            VADProcessor(vad),
+            *(p for p in gate if not isinstance(p, EchoGateProcessor)),
+            TimelineProcessor(timeline),
             OracleTranscriber(oracle_words(rec), config.stt_delay_ms / 1000),
             TurnDetectorProcessor(detector),
             agent,
@@ -272,7 +277,7 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
     try:
         pipeline.queue_frame_nowait(StartFrame(sample_rate=SAMPLE_RATE))
         await pipeline.wait_idle()
-        n = vad.frame_samples
+        n = FRAME_SAMPLES
         for start, chunk in rec.caller_frames(SAMPLE_RATE, n):
             at = start / SAMPLE_RATE
             # A frame is available once its last sample has arrived.

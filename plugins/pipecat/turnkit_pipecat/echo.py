@@ -24,7 +24,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from turnkit_pipecat.engine import SAMPLE_RATE, To16k, TurnkitTurnEngine
+from turnkit_pipecat.engine import SAMPLE_RATE, TurnkitTurnEngine, pcm_of
 
 __all__ = ["EchoReferenceTap"]
 
@@ -37,14 +37,15 @@ class EchoReferenceTap(FrameProcessor):
         super().__init__()
         self.engine = engine
         self.reference_s = 0.0  # bot audio handed to the echo filter
-        self._to_16k = To16k()
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if direction is FrameDirection.DOWNSTREAM:
             if isinstance(frame, OutputAudioRawFrame):
-                audio = self._to_16k(frame)
-                self.engine.push_reference(audio)
+                # The engine's timeline converts it (its own 16 kHz stream)
+                # and hands it to the echo filter at the audio clock's now.
+                pcm, rate, channels = pcm_of(frame)
+                audio = self.engine.timeline.push_reference(pcm, rate, channels=channels)
                 self.reference_s += len(audio) / SAMPLE_RATE
             elif isinstance(frame, BotStartedSpeakingFrame):
                 self.engine.bot_words = ""

@@ -7,9 +7,12 @@ in 32 ms frames with turnkit's Silero VAD verdict, whole-turn transcripts,
 whether the bot is speaking — and runs the end-of-turn detector on it, once
 per frame however many strategies ask (:meth:`feed` is memoised on the frame).
 
-Time is the **audio's own clock**: a :class:`~turnkit.clock.VirtualClock`
-advanced to the end of each 32 ms frame as it arrives, exactly as
-``turnkit replay`` advances it. Live, audio arrives in real time, so this is
+The audio plumbing is the session's one
+:class:`~turnkit.audio.timeline.AudioTimeline` (16 kHz conversion, 32 ms
+framing, the echo filter, the one Silero VAD, the caller's own rate told to
+the detector). Time is the **audio's own clock**: a
+:class:`~turnkit.clock.VirtualClock` the timeline advances to the end of
+each 32 ms frame as it arrives, exactly as ``turnkit replay`` advances it. Live, audio arrives in real time, so this is
 real time at frame resolution; offline, a recorded call can be pushed
 through a Pipecat pipeline as fast as the CPU allows and the detector
 decides at the same instants as in ``turnkit replay``.
@@ -32,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import soxr
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     BotStoppedSpeakingFrame,
@@ -41,7 +43,8 @@ from pipecat.frames.frames import (
     InterimTranscriptionFrame,
     TranscriptionFrame,
 )
-from turnkit.audio.vad import VADAnalyzer, VADParams, VADStep
+from turnkit.audio.timeline import SAMPLE_RATE, AudioTimeline
+from turnkit.audio.vad import VADAnalyzer, VADParams
 from turnkit.barge_in.echo import EchoFilter
 from turnkit.clock import VirtualClock
 from turnkit.detectors.base import EndOfTurnDetector
@@ -57,32 +60,15 @@ from turnkit.frames import (
 )
 from turnkit.text.normalize import normalize_text
 
-__all__ = ["EngineStep", "TurnkitTurnEngine"]
+__all__ = ["SAMPLE_RATE", "EngineStep", "TurnkitTurnEngine", "pcm_of"]
 
 log = logging.getLogger(__name__)
 
-SAMPLE_RATE = 16000
 
 
-class To16k:
-    """Pipecat raw audio frames (int16 PCM, any rate, first channel kept) as
-    float32 at 16 kHz, resampled as a stream so chunk edges leave no seams."""
-
-    def __init__(self) -> None:
-        self._rate = SAMPLE_RATE
-        self._resampler: Any = None
-
-    def __call__(self, frame: Any) -> np.ndarray:
-        pcm = np.frombuffer(frame.audio, dtype="<i2")
-        if frame.num_channels > 1:
-            pcm = pcm[:: frame.num_channels]  # first channel
-        audio = pcm.astype(np.float32) / 32768.0
-        if frame.sample_rate == SAMPLE_RATE:
-            return audio
-        if frame.sample_rate != self._rate or self._resampler is None:
-            self._rate = frame.sample_rate
-            self._resampler = soxr.ResampleStream(frame.sample_rate, SAMPLE_RATE, 1, "float32")
-        return self._resampler.resample_chunk(audio)
+def pcm_of(frame: Any) -> tuple[np.ndarray, int, int]:
+    """(int16 samples, rate, channels) of a Pipecat raw audio frame."""
+    return np.frombuffer(frame.audio, dtype="<i2"), frame.sample_rate, frame.num_channels
 
 
 @dataclass(slots=True)
@@ -129,10 +115,10 @@ class TurnkitTurnEngine:
         if isinstance(detector, str):
             detector = create_detector(detector, self.clock)
         self.detector = detector
-        self.vad = vad if vad is not None else VADAnalyzer(params=vad_params)
-        self.frame_samples = self.vad.frame_samples
-        self.echo = echo
-        self.echo_frames = 0  # caller frames the echo filter judged echo only
+        # The session's one timeline: framing, 16 kHz, echo filter, VAD, clock.
+        self.timeline = AudioTimeline(self.clock, echo=echo, vad=vad, vad_params=vad_params)
+        self.timeline.attach(detector)
+        self.frame_samples = self.timeline.vad.frame_samples
         self.bot_speaking = False
         self.agent_text = ""  # the bot's last reply (context for detectors, barge-in)
         self.bot_words = ""  # what the bot has spoken of its current reply (TTS words)
@@ -141,10 +127,6 @@ class TurnkitTurnEngine:
         self._finals: list[str] = []
         self._words: list[Word] = []
         self._segment: object = None  # the STT's utterance id, when it gives one
-        self._buf = np.zeros(0, dtype=np.float32)
-        self._samples = 0  # caller samples consumed (16 kHz): the audio clock
-        self._to_16k = To16k()
-        self._source_rate = 0  # the caller audio's own rate, told to the detector
         self._last: tuple[Frame, EngineStep] | None = None
         self._listeners: list[Callable[[SystemFrame | AudioInFrame], None]] = []
         self.decisions: list[TurnEndFrame] = []
@@ -164,6 +146,25 @@ class TurnkitTurnEngine:
             fn(item)
 
     @property
+    def vad(self) -> VADAnalyzer:
+        """The session's one VAD (the timeline's)."""
+        return self.timeline.vad
+
+    @property
+    def echo(self) -> EchoFilter | None:
+        """The timeline's echo filter (None: no echo suppression)."""
+        return self.timeline.echo
+
+    @echo.setter
+    def echo(self, echo: EchoFilter | None) -> None:
+        self.timeline.echo = echo
+
+    @property
+    def echo_frames(self) -> int:
+        """Caller frames the echo filter judged the bot's echo alone."""
+        return self.timeline.echo_frames
+
+    @property
     def now(self) -> float:
         """Seconds of caller audio heard so far."""
         return self.clock.now()
@@ -171,16 +172,13 @@ class TurnkitTurnEngine:
     def reset(self) -> None:
         self._segment = None
         self.detector.reset()
-        self.vad.reset()
-        if self.echo is not None:
-            self.echo.reset()
+        self.timeline.reset()
         self.new_turn()
 
     def push_reference(self, audio: np.ndarray, at: float | None = None) -> None:
         """Bot audio (16 kHz float32) the loudspeaker played from ``at``
         (seconds on the audio clock; default now): the echo reference."""
-        if self.echo is not None:
-            self.echo.push_reference(audio, self.clock.now() if at is None else at)
+        self.timeline.push_reference(audio, at=at)
 
     def new_turn(self) -> None:
         """A new user turn began: transcripts start over (unless the STT
@@ -212,9 +210,6 @@ class TurnkitTurnEngine:
             return self._last[1]
         step = EngineStep()
         if isinstance(frame, InputAudioRawFrame):
-            if frame.sample_rate != self._source_rate:
-                self._source_rate = frame.sample_rate
-                self.detector.set_source_rate(frame.sample_rate)
             await self._audio(frame, step)
             if self.keep_audio_steps:
                 self._audio_steps[id(frame)] = step.audio
@@ -225,9 +220,6 @@ class TurnkitTurnEngine:
             self.bot_speaking = True
         elif isinstance(frame, BotStoppedSpeakingFrame):
             self.bot_speaking = False
-        self.agent_text = ""  # the bot's last reply (context for detectors, barge-in)
-        self.bot_words = ""  # what the bot has spoken of its current reply (TTS words)
-        self._bot_listeners: list[Callable[[str], None]] = []
         self._last = (frame, step)
         self._fed.set()
         return step
@@ -253,24 +245,14 @@ class TurnkitTurnEngine:
         return self._audio_steps.pop(id(frame))
 
     async def _audio(self, frame: InputAudioRawFrame, step: EngineStep) -> None:
-        self._buf = np.concatenate([self._buf, self._to_16k(frame)])
-        n = self.frame_samples
-        while len(self._buf) >= n:
-            chunk, self._buf = self._buf[:n], self._buf[n:]
-            at = self._samples / SAMPLE_RATE
-            self._samples += n
-            # A frame is available once its last sample has arrived.
-            await self.clock.advance_to(self._samples / SAMPLE_RATE)
-            if self.echo is not None:
-                # Echo suppression before the VAD, as in turnkit's pipeline.
-                es = self.echo.process(chunk, at)
-                chunk = es.audio
-                self.echo_frames += es.echo_only
-            vad: VADStep = self.vad.analyze(chunk, at)
-            af = AudioInFrame(at=at, audio=chunk, sample_rate=SAMPLE_RATE, vad=vad)
+        pcm, rate, channels = pcm_of(frame)
+        # The timeline frames, converts, echo-filters and VAD-judges the
+        # audio, moving the clock to each 32 ms frame's end first.
+        for af in await self.timeline.push(pcm, rate, channels):
             step.audio.append(af)
             self._emit(af)
-            self._signals(await self.detector.on_audio(af, vad), step)
+            assert af.vad is not None
+            self._signals(await self.detector.on_audio(af, af.vad), step)
 
     async def _transcript(
         self, frame: TranscriptionFrame | InterimTranscriptionFrame, step: EngineStep
