@@ -47,6 +47,7 @@ No request leaves the machine except to the base URLs above.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -502,7 +503,15 @@ def app(host: str) -> Any:
         FastAPIWebsocketTransport,
     )
 
-    api = FastAPI()
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        # uvicorn is shutting down (SIGTERM/SIGINT): it closes every open
+        # call's websocket with code 1012 ("service restart"). Said here so
+        # that a caller's 1012 can be matched to the signal in this log.
+        print("agent: shutting down (a stop signal); open calls close with 1012", flush=True)
+
+    api = FastAPI(lifespan=lifespan)
 
     @api.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:

@@ -333,7 +333,16 @@ def test_transport_errors_are_one_line(tmp_path: Path) -> None:
         await ws.recv()
         await ws.close(code=1011, reason="agent crashed")
 
-    for handler, want in ((garbage, "not Pipecat protobuf"), (crash, "code 1011 (agent crashed)")):
+    async def restart(ws: Any) -> None:
+        await ws.recv()
+        await ws.close(code=1012)  # what uvicorn sends when its process is stopped
+
+    cases = (
+        (garbage, "not Pipecat protobuf"),
+        (crash, "code 1011 (agent crashed)"),
+        (restart, "code 1012 (service restart: the agent's server is shutting down)"),
+    )
+    for handler, want in cases:
         with _Server(handler) as srv:
             res = _run_dial(srv.url, str(call), "--out", str(tmp_path / "o"), "-d", "silence")
         assert res.returncode == 1

@@ -37,6 +37,16 @@ import pipecat.frames.protobufs.frames_pb2 as pb  # noqa: E402  (the wire schema
 
 __all__ = ["PipecatWebsocketConnection", "PipecatWebsocketTransport"]
 
+# What an abnormal close code says when the agent gave no reason (RFC 6455
+# and its registry). 1012 is what uvicorn (FastAPI's usual server) sends to
+# every open websocket when it shuts down, i.e. when its process got SIGTERM
+# or SIGINT: the agent was stopped, not a fault of the call.
+_CLOSE_MEANING = {
+    1011: "the agent hit an internal error",
+    1012: "service restart: the agent's server is shutting down",
+    1013: "try again later: the agent is overloaded",
+}
+
 
 class PipecatWebsocketConnection:
     """A call over Pipecat's websocket serializer: caller audio goes out as
@@ -61,9 +71,10 @@ class PipecatWebsocketConnection:
                 data = await self._ws.recv()
             except ConnectionClosed as exc:
                 if exc.rcvd is not None and exc.rcvd.code not in (1000, 1001):
+                    why = exc.rcvd.reason or _CLOSE_MEANING.get(exc.rcvd.code, "")
                     raise DialError(
                         f"websocket closed by the agent with code {exc.rcvd.code}"
-                        + (f" ({exc.rcvd.reason})" if exc.rcvd.reason else "")
+                        + (f" ({why})" if why else "")
                     ) from None
                 return
             if isinstance(data, str):
