@@ -1,26 +1,42 @@
-"""Barge-in filters on the replay corpus: one run with and one without the
-echo + acknowledgement filters (detectors ``silence`` and ``fused``), then
-the per-frame cost of the filters against Silero VAD per frame, and the
-WebRTC APM echo canceller (livekit's rtc.AudioProcessingModule, if
-installed) as a reference for the echo filter's cost and echo reduction.
+"""Barge-in on the replay corpus: one run with and one without the
+echo + acknowledgement filters (detectors ``silence`` and ``fused``); then
+the barge-in controller's audio evidence against words alone (``silence``,
+a recogniser 0 and 250 ms behind each word); then the per-frame cost of the
+filters against Silero VAD per frame, and the WebRTC APM echo canceller
+(livekit's rtc.AudioProcessingModule, if installed) as a reference for the
+echo filter's cost and echo reduction.
 
-    python benchmarks/bench_barge_in.py [--workers 2]
+    python benchmarks/bench_barge_in.py [--workers 2] [--skip-filters] [--skip-echo]
+
+The audio-evidence table compares, in the same run, three configurations of
+:class:`~turnkit.barge_in.controller.BargeInController`: ``raw VAD`` (any
+onset stops: ``--no-filters``), ``words only`` (no early pause: a bid is
+decided by its words or by speech past a backchannel's length, as before
+the controller) and ``audio+words`` (the default: a speculative hold from
+the audio after ``pause_after_s``, words confirming). Columns: backchannels
+that stopped the agent (a resumed pause counts unless its gap was under
+150 ms), brief holds (under 150 ms, resumed: not stops, but audible),
+barge-in recall and stop latency from the labelled onset.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+from typing import Any
 
 import numpy as np
 from common import ROOT, best_of
 
+import turnkit.replay.simulator as simulator
 from turnkit.audio.vad import SileroVAD
 from turnkit.audio.wav import read_wav
+from turnkit.barge_in.controller import BargeInController, BargeInParams
 from turnkit.barge_in.echo import EchoFilter, align_reference
 from turnkit.replay.metrics import aggregate
-from turnkit.replay.recording import find_recordings
-from turnkit.replay.simulator import CallFailure, ReplayConfig, replay_many
+from turnkit.replay.recording import find_recordings, load_recording
+from turnkit.replay.simulator import CallFailure, ReplayConfig, replay_call, replay_many
 
 SR = 16000
 N = 512
@@ -35,6 +51,48 @@ def _run(filters: bool, workers: int) -> dict[str, dict]:
         for spec, s in zip(scores, res, strict=True):
             scores[spec].append(s)
     return {spec: aggregate(spec, calls) for spec, calls in scores.items()}
+
+
+def _controller_run(params: BargeInParams, config: ReplayConfig) -> dict[str, Any]:
+    """The corpus through ``silence`` in this process, the replay's
+    controller built with ``params`` (filters on: the echo filter too)."""
+
+    class Configured(BargeInController):
+        def __init__(self, clock: Any, language: str = "en", *a: Any, **kw: Any) -> None:
+            super().__init__(clock, language, params)
+
+    saved = simulator.BargeInController
+    simulator.BargeInController = Configured  # type: ignore[misc]
+    try:
+        recs = [load_recording(p) for p in find_recordings([ROOT / "recordings"])]
+        calls = [asyncio.run(replay_call(r, "silence", config)) for r in recs]
+    finally:
+        simulator.BargeInController = saved  # type: ignore[misc]
+    return aggregate("silence", calls)
+
+
+def _audio_evidence() -> None:
+    print("barge-in controller, silence detector, per recogniser delay (same run):")
+    print(f"{'stt delay':>9} {'config':12} {'bc stopped':>10} {'bc brief':>8} {'echo':>6} "
+          f"{'noise':>6} {'recall':>9} {'stop p50':>9} {'stop p95':>9}")
+    configs = {
+        "raw VAD": BargeInParams(filters=False),
+        "words only": BargeInParams(pause_after_s=10.0),
+        "audio+words": BargeInParams(),
+    }
+    for delay in (0.0, 250.0):
+        for name, params in configs.items():
+            cfg = ReplayConfig(stt_delay_ms=delay, filters=params.filters)
+            r = _controller_run(params, cfg)
+            c = r["false_barge_in_counts"]
+            cell = {k: f"{c[k]['stopped']}/{c[k]['events']}" for k in c}
+            rec = r["barge_in_recall"]
+            rec_s = "—" if rec is None else f"{rec * 100:.0f}% ({r['barge_in_count']})"
+            sm = r["barge_in_stop_ms"]
+            print(f"{delay:>7.0f}ms {name:12} {cell['backchannel']:>10} "
+                  f"{r['barge_in_brief_holds']['backchannel']:>8} {cell['echo']:>6} "
+                  f"{cell['noise']:>6} {rec_s:>9} {sm['p50'] or 0:>7.0f}ms {sm['p95'] or 0:>7.0f}ms")
+    print()
 
 
 def _echo_db(call: str) -> tuple[float, float, float | None, float, float | None]:
@@ -94,8 +152,18 @@ def _echo_db(call: str) -> tuple[float, float, float | None, float, float | None
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--skip-filters", action="store_true", help="skip the filters on/off table")
+    ap.add_argument("--skip-echo", action="store_true", help="skip the echo filter cost")
     args = ap.parse_args()
-    runs = {"no filters": _run(False, args.workers), "filters": _run(True, args.workers)}
+    _audio_evidence()
+    if not args.skip_filters:
+        _filters_table(args.workers)
+    if not args.skip_echo:
+        _echo_table()
+
+
+def _filters_table(workers: int) -> None:
+    runs = {"no filters": _run(False, workers), "filters": _run(True, workers)}
     print(f"{'run':11} {'detector':8} {'false bc':>9} {'echo':>9} {'noise':>9} "
           f"{'recall':>8} {'stop p50':>9} {'stop p95':>9} {'missed':>7}")
     for name, res in runs.items():
@@ -109,6 +177,9 @@ def main() -> None:
                   f"{cell['noise']:>9} {rec_s:>8} {sm['p50'] or 0:>7.0f}ms {sm['p95'] or 0:>7.0f}ms "
                   f"{r['missed_rate'] * 100:>6.1f}%")
     print()
+
+
+def _echo_table() -> None:
     print("echo filter per 32 ms frame vs Silero VAD per frame (baseline, same run):")
     for call in ("travel-hard-09", "bargein-friday-05"):
         t_echo, t_vad, t_apm, d_echo, d_apm = _echo_db(call)

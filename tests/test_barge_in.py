@@ -366,3 +366,34 @@ def test_replay_without_agent_wav_says_so(tmp_path: Path) -> None:
     score = _score("", True, dst)
     assert score.echo_reference == "missing"
     assert aggregate("silence", [score])["echo_reference_missing"] == ["account-bargein-07"]
+
+
+def test_echo_filter_without_an_echo_path_lets_double_talk_through() -> None:
+    # headset-bargein-11: the caller's microphone never hears the agent. The
+    # filter's search finds no echo path over its first reply and stops
+    # treating the reference as possible echo, so the caller's "The
+    # afternoon, please." over the agent's second reply reaches the VAD.
+    folder = REC / "headset-bargein-11"
+    c = read_wav(folder / "caller.wav", SR)
+    ref = align_reference(read_wav(folder / "agent.wav", SR), SR, len(c))
+    echo = EchoFilter()
+    echo.set_reference(ref)
+    vad = VADAnalyzer()
+    probs: list[float] = []
+    for i in range(0, int(17.3 * SR), N):
+        step = echo.process(c[i : i + N], i / SR)
+        p = vad.analyze(step.audio, i / SR).prob
+        if 16.9 <= i / SR <= 17.1:
+            probs.append(p)
+    assert echo.delay_ms is None and echo.no_echo_path
+    assert max(probs) > 0.9
+    # An echo call locks its path and never concludes there is none.
+    folder = REC / "account-bargein-07"
+    c = read_wav(folder / "caller.wav", SR)
+    ref = align_reference(read_wav(folder / "agent.wav", SR), SR, len(c))
+    echo = EchoFilter()
+    echo.set_reference(ref)
+    for i in range(0, len(c) - N, N):
+        echo.process(c[i : i + N], i / SR)
+        assert not echo.no_echo_path
+    assert echo.delay_ms is not None

@@ -114,8 +114,9 @@ class BargeInParams:
     # Speech this long while paused is a bid without words.
     confirm_after_s: float = 1.2
     max_backchannel_words: int = 3
-    # Held speculatively, the caller went quiet this long: resume.
-    quiet_resume_s: float = 0.032
+    # Held speculatively, the caller went quiet this long: resume (a dip
+    # of one frame between two words is not the end).
+    quiet_resume_s: float = 0.096
     # Speech again within this gap continues the segment (a pause inside a
     # phrase: median 0.2 s, p75 0.31 s in real calls).
     merge_gap_s: float = 0.3
@@ -528,9 +529,9 @@ class BargeInController:
     def _while_paused(self, seg: Evidence, now: float, quiet: bool) -> Action:
         p = self.params
         if self._hold_until is not None:
-            # A speculative hold: the first quiet resumes (the sound was
-            # short: a backchannel's length); speech that goes on through
-            # the hold makes the pause stand, for words to decide.
+            # A speculative hold: quiet resumes (the sound was short: a
+            # backchannel's length); speech that goes on through the hold,
+            # or is back at its end, makes the pause stand, for words to decide.
             if quiet or seg.quiet_since is not None:
                 self._hold_quiet = True
             if self._hold_quiet and (
@@ -538,7 +539,7 @@ class BargeInController:
             ):
                 return self._resume("short sound, no bid: agent goes on", held=seg)
             if now >= self._hold_until - 1e-9:
-                if self._hold_quiet:
+                if self._hold_quiet and (quiet or seg.quiet_since is not None):
                     return self._resume("speech broke off within the hold: agent goes on", held=seg)
                 self._hold_until = None
                 self.reason = "speech past a backchannel's length: the pause stands"

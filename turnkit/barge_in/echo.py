@@ -12,7 +12,10 @@ in replay, the output stream live):
    the last accepted peaks is the delay. Without a locked delay there is no
    evidence of echo, unless the reference is loud right now, in which case
    the reference's power over *all* candidate delays is taken as possible
-   echo (conservative while the path is being found).
+   echo (conservative while the path is being found) — until
+   ``no_path_after`` searches over loud reference in a row found none: then
+   there is no echo path (a headset) and the caller passes untouched, so a
+   barge-in over the agent is heard.
 2. **Echo power** — the reference's power spectrum at that delay, smeared by
    the room's decay (``tail_ms``) and scaled per frequency band by the echo
    path's gain, which tracks the lower envelope of mic/reference power on
@@ -171,6 +174,10 @@ class EchoParams:
     # in one batch when the agent plays again (same verdicts, see process).
     idle_skip: bool = True
     idle_batch: int = 256  # idle frames held before a catch-up batch
+    # Delay searches over loud reference that found no echo path, in a row,
+    # after which there is none (a headset, a muted speaker): the
+    # conservative "any delay" echo estimate stops, so double talk passes.
+    no_path_after: int = 24  # ~3 s of agent audio at search_every=4
 
 
 @dataclass(slots=True)
@@ -256,6 +263,7 @@ class EchoFilter:
         self._gain = np.ones(nb)
         self._noise: np.ndarray | None = None
         self.delay_samples: int | None = None
+        self._misses = 0  # delay searches in a row that found no echo path
         self._idle: list[np.ndarray] = []  # idle frames not yet in _mic / _noise
         self.idle_frames = 0  # frames that skipped the spectral work
 
@@ -355,7 +363,7 @@ class EchoFilter:
             ref = self.reference.read(idx - self.delay_samples, n)
             spec = np.fft.rfft(ref * self._win[:n] if n == self.n else ref)
             now = (np.abs(spec) ** 2) / self._win_power
-        elif playing:
+        elif playing and not self.no_echo_path:
             # Path not found yet: any delay is possible, so the loudest
             # reference frame in the window stands for the echo.
             span = self.reference.read(idx - self._maxd, self._maxd + n)
@@ -396,9 +404,19 @@ class EchoFilter:
         best = int(np.argmax(vals))
         sharp = float(vals[best] / (np.std(vals) + 1e-12))
         if sharp >= self.params.peak_sharpness:
+            self._misses = 0
             self._delays.append(int(d[best]))
             if len(self._delays) >= 2:
                 self.delay_samples = int(np.median(self._delays))
+        else:
+            self._misses += 1
+
+    @property
+    def no_echo_path(self) -> bool:
+        """No echo path found over ``no_path_after`` searches of loud
+        reference in a row, and none locked before: the microphone does not
+        hear the agent (a headset)."""
+        return self.delay_samples is None and self._misses >= self.params.no_path_after
 
 
 _WORD = re.compile(r"[a-z0-9']+")
