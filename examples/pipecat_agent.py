@@ -119,6 +119,11 @@ SYSTEM = (
     "caller asks to cancel."
 )
 OUT_RATE = 24000
+# A reply's length cap. The prompt asks for one or two short sentences; a
+# small model may ramble on regardless, and at 80 tokens espeak-ng spoke for
+# over 20 s, talking through the caller's next turns (an "okay" or "yes" does
+# not stop the bot). 40 tokens is two short sentences, about 10 s of speech.
+MAX_TOKENS = 40
 
 
 @tool(effect="read", timeout_s=3.0)
@@ -151,7 +156,7 @@ def build(engine: TurnkitTurnEngine, *, vad_frames: bool) -> dict[str, Any]:
         api_key=os.environ.get("TURNKIT_LLM_API_KEY", "none"),
         base_url=base_url,
         settings=OpenAILLMService.Settings(
-            model=_model(base_url), system_instruction=SYSTEM, max_tokens=80
+            model=_model(base_url), system_instruction=SYSTEM, max_tokens=MAX_TOKENS
         ),
     )
     functions.register(llm)

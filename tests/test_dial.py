@@ -266,6 +266,52 @@ def test_dial_a_replaying_agent_measures_its_timing(tmp_path: Path) -> None:
     assert report["failed"] == 0
 
 
+def test_a_turn_spoken_over_the_agent_is_explained_as_such(tmp_path: Path) -> None:
+    """An agent whose first reply (the recording's own first agent turn,
+    played three times back to back from its labelled start) runs on over
+    the caller's next turn: that turn is missed and explained as spoken over
+    the agent, not as a late answer."""
+    rec = load_recording(ROOT / "recordings" / "easy-short-08")
+    assert rec.agent_path is not None
+    first = rec.agent_turns[0]
+    agent = read_wav(rec.agent_path, 24000)
+    reply = agent[round(first.start * 24000) : round(first.end * 24000)]
+    long_reply = np.concatenate([reply, reply, reply])
+    chunk = 960  # 40 ms at 24 kHz
+    assert first.start + len(long_reply) / 24000 > rec.caller_turns[1].end
+
+    async def rambles(ws: Any) -> None:
+        drain = asyncio.create_task(_drain(ws))
+        t0 = time.monotonic()
+        try:
+            for i in range(0, len(long_reply), chunk):
+                at = first.start + i / 24000
+                await asyncio.sleep(max(0.0, t0 + at - time.monotonic()))
+                await ws.send(_audio_frame(long_reply[i : i + chunk], 24000))
+            await drain
+        finally:
+            drain.cancel()
+
+    with _Server(rambles) as srv:
+        res = _run_dial(
+            srv.url,
+            str(rec.folder),
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+            str(tmp_path / "r.json"),
+            "-d",
+            "silence",
+            "--timeout-s",
+            "2",
+        )
+    assert res.returncode == 0, res.stdout + res.stderr
+    by_turn = {t["turn"]: t for t in json.loads((tmp_path / "r.json").read_text())["per_turn"]}
+    assert by_turn[0]["live_ms"] is not None
+    assert by_turn[1]["live_ms"] is None
+    assert by_turn[1]["missed_reason"].startswith("spoken over the agent"), by_turn[1]
+
+
 # --------------------------------------------------------------------- faults
 
 

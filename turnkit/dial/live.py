@@ -248,8 +248,18 @@ def explain_missed(
         inside = [s for s, _ in runs if turns[i].start <= s < end]
         later = [s for s, _ in runs if end <= s]
         stops = [t for t in call.interruptions if end <= t and (nxt is None or t <= nxt + 0.5)]
+        # An agent turn that began before this caller turn and was still
+        # playing when it began: the caller spoke over the agent, who did
+        # not yield (its barge-in policy kept the floor, e.g. on "yes").
+        over = [(s, e) for s, e in runs if s < turns[i].start < e]
         if call.cut_short and dur < end + timeout_s:
             out[i] = f"call ended early: {call.failure}"
+        elif over and not [s for s in later if s - end <= timeout_s]:
+            s, e = over[0]
+            out[i] = (
+                f"spoken over the agent: its audio from {s:.2f} s ran on to {e:.2f} s, "
+                "over this turn, and no new reply followed in time"
+            )
         elif inside and not later:
             out[i] = f"the agent spoke inside the turn (at {inside[0]:.2f} s), before its end"
         elif nxt is not None and nxt < end + timeout_s and not [s for s in later if s < nxt]:
