@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -202,10 +203,13 @@ class BargeInController:
         self.sample_rate = sample_rate
         self.reason = ""
         self.caller_level_db: float | None = None  # the caller's speech level (turns)
-        self.log: list[tuple[float, Action, str]] = []  # every non-keep action
+        # The last non-keep actions (when, action, reason), for logs and tests.
+        self.log: deque[tuple[float, Action, str]] = deque(maxlen=256)
         # Words judged an acknowledgement while the agent talked (when, text):
         # the agent went on; a host may drop them from the caller's turn.
-        self.acknowledgements: list[tuple[float, str]] = []
+        # ``ack_count`` counts them all (the deque keeps the last ones).
+        self.acknowledgements: deque[tuple[float, str]] = deque(maxlen=64)
+        self.ack_count = 0
         self.reset()
 
     @classmethod
@@ -519,6 +523,7 @@ class BargeInController:
         if not seg.acknowledged:
             seg.acknowledged = True
             self.acknowledgements.append((self.clock.now(), text))
+            self.ack_count += 1
         if self._paused:
             if seg.duration < self.params.max_backchannel_s or not seg.speaking:
                 return self._resume(f"acknowledgement: {text!r}")

@@ -513,10 +513,10 @@ class BargeInFilter:
         else:
             self._interim = ev.transcript
         self._execute(self.controller.on_transcript(" ".join([*self._finals, self._interim])))
-        acks = self.controller.acknowledgements
-        if len(acks) > self._acks_seen:
-            self._acks_seen = len(acks)
-            self._acknowledged(acks[-1][1])
+        ctl = self.controller
+        if ctl.ack_count > self._acks_seen:
+            self._acks_seen = ctl.ack_count
+            self._acknowledged(ctl.acknowledgements[-1][1])
 
     def _on_item(self, ev: Any) -> None:
         item = ev.item
