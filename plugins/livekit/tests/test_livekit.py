@@ -22,6 +22,7 @@ from livekit.plugins import silero
 
 from turnkit.clock import RealClock
 from turnkit.drafting import ToolGate, tool
+from turnkit.frames import TurnEagerFrame, TurnEndFrame
 from turnkit_livekit import (
     TurnkitStreamingDetector,
     TurnkitTextDetector,
@@ -102,8 +103,11 @@ async def run_session(
 # -- protocol shape ------------------------------------------------------------------
 
 
-def test_text_detector_is_livekit_text_protocol() -> None:
-    det = turn_detector("semantic-text")
+def test_text_detector_is_livekit_text_protocol_only_on_request() -> None:
+    # By default every spec streams, so turnkit's endpointing decides.
+    for spec in ("semantic-text", "llm-eou"):
+        assert isinstance(turn_detector(spec), TurnkitStreamingDetector)
+    det = turn_detector("semantic-text", livekit_waits=True)
     assert isinstance(det, TurnkitTextDetector)
     assert not hasattr(det, "stream")  # LiveKit picks the protocol by this attribute
     assert not isinstance(det, _StreamingTurnDetector)
@@ -132,6 +136,8 @@ def test_bad_specs_are_clear_errors() -> None:
         TurnkitTextDetector("smart-turn")
     with pytest.raises(ValueError, match="unknown parameter"):
         turn_detector("silence:stop=3")
+    with pytest.raises(ValueError, match="not a text detector"):
+        turn_detector("fused", livekit_waits=True)
 
 
 async def test_text_detector_scores_from_chat_ctx() -> None:
@@ -200,14 +206,15 @@ async def test_text_detector_on_real_llama_server() -> None:
 
 async def test_session_text_detector_waits_through_a_mid_sentence_hold() -> None:
     """LiveKit's VAD endpointing cuts the caller off at the 0.91 s hold;
-    with turnkit's semantic-text detector the session waits ("...a table
-    for" reads unfinished) and commits one turn with all the words."""
+    with turnkit's semantic-text scorer on LiveKit's text protocol (opt-in:
+    LiveKit owns the waits) the session waits ("...a table for" reads
+    unfinished) and commits one turn with all the words."""
     base = await run_session("vad")
     texts = [m.text_content for _, m in base["users"]]
     assert len(texts) == 2 and texts[0].endswith("table for"), texts
     assert HOLD[0] < base["users"][0][0] < HOLD[1]  # committed inside the hold
 
-    det = turn_detector("semantic-text")
+    det = turn_detector("semantic-text", livekit_waits=True)
     run = await run_session(det)
     assert [m.text_content for _, m in run["users"]] == [
         "I'd like to book a table for four people on Saturday"
@@ -219,6 +226,39 @@ async def test_session_text_detector_waits_through_a_mid_sentence_hold() -> None
     assert m["turnkit_end_of_turn_probability"] >= det.threshold
     assert "end_of_turn_delay" in m  # LiveKit's own keys stay
     assert run["metrics"].turns == [{k: v for k, v in m.items() if k.startswith("turnkit_")}]
+
+
+async def test_session_semantic_text_streams_through_turnkit_endpointing() -> None:
+    """The default for a text spec: the streaming protocol with the
+    session's transcripts pushed in (attach), so turnkit's endpointing
+    decides — the hold reads unfinished (max wait), the end finished
+    (min wait 250 ms) — and LiveKit commits when turnkit does."""
+    signals: list[Any] = []
+    det = turn_detector("semantic-text", prediction_timeout_s=5.0, on_signal=signals.append)
+    assert isinstance(det, TurnkitStreamingDetector)
+    run = await run_session(det, end_s=8.0, min_delay=0.2)
+    users = run["users"]
+    assert [m.text_content for _, m in users] == [
+        "I'd like to book a table for four people on Saturday"
+    ]
+    stream = det.streams[0]
+    assert stream.transcripts > 0  # the words came in through attach()
+    ends = [s for s in stream.signals if isinstance(s, TurnEndFrame)]
+    end = ends[0]  # the booking turn (the next caller turn starts before 8 s)
+    assert all(e.at > 5.5 for e in ends[1:])
+    # turnkit's endpointing decided, after the turn's end and not in the hold
+    assert end.at > TURN_END
+    assert end.probability is not None and end.probability >= 0.43
+    assert stream.end_silence_ms[id(end)] == pytest.approx(250, abs=40)  # min_wait_ms
+    # LiveKit committed on turnkit's decision (audio time of the commit
+    # within LiveKit's min_delay and a frame of slack of it)
+    assert end.at - 0.05 <= users[0][0] < end.at + 0.2 + 0.3
+    # the endpointing's eager signal ran too (semantic-text eager 0.34)
+    assert any(isinstance(s, TurnEagerFrame) for s in signals)
+    m = users[0][1].metrics
+    assert m["turnkit_detector"] == "semantic-text"
+    assert m["turnkit_end_of_turn_probability"] == end.probability
+    assert m["turnkit_silence_ms"] == pytest.approx(250, abs=40)
 
 
 async def test_session_streaming_detector_decides_when_livekit_commits() -> None:

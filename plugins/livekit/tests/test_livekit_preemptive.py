@@ -20,7 +20,7 @@ from livekit.plugins import silero
 
 from turnkit.clock import RealClock
 from turnkit.drafting import ToolGate, tool
-from turnkit_livekit import gated_tools, turn_detector
+from turnkit_livekit import attach, gated_tools, turn_detector
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -49,13 +49,14 @@ async def test_preemptive_drafts_run_no_tools_and_writes_wait_for_the_confirmed_
     gate = ToolGate([book], RealClock(), session_id="lk-preemptive")
     gated = gated_tools(gate)
     fake_llm = FakeToolLLM([("book", {"day": "saturday", "people": 4})], reply="Booked.")
+    detector = turn_detector("semantic-text")  # streaming: turnkit's endpointing decides
     session = AgentSession(
         vad=silero.VAD.load(min_silence_duration=0.3),
         stt=FakeOracleSTT(call, src),
         llm=fake_llm,
         tts=FakeTTS(),
         turn_handling={
-            "turn_detection": turn_detector("semantic-text"),
+            "turn_detection": detector,
             "endpointing": {"min_delay": 0.5, "max_delay": 3.0},
             "preemptive_generation": {"enabled": True},
         },
@@ -63,6 +64,7 @@ async def test_preemptive_drafts_run_no_tools_and_writes_wait_for_the_confirmed_
     session.input.audio = src
     session.output.audio = CaptureAudioOutput()
     gated.bind(session)
+    attach(session, detector)  # the session's words to the detector
 
     def on_item(ev: Any) -> None:
         if isinstance(ev.item, llm.ChatMessage) and ev.item.role == "user":

@@ -1,8 +1,9 @@
 """turnkit inside LiveKit Agents.
 
 * :func:`turn_detector` — a turnkit end-of-turn detector as LiveKit's turn
-  detector (text protocol for ``semantic-text`` / ``llm-eou``, streaming audio
-  protocol for ``smart-turn`` / ``fused`` / ``silence``);
+  detector: the streaming protocol for every spec, so turnkit's endpointing
+  decides (LiveKit's text protocol, where LiveKit owns the waits, only with
+  ``livekit_waits=True``);
 * :func:`attach` — per-turn turnkit metrics into the user ``ChatMessage.metrics``,
   caller transcripts and agent text fed to streaming detectors that read them;
 * :func:`gated_tools` — turnkit ``@tool`` functions as LiveKit function tools

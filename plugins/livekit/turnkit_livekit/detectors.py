@@ -2,36 +2,49 @@
 
 LiveKit (1.8) takes a turn detector through
 ``AgentSession(turn_handling={"turn_detection": detector})`` in one of two
-shapes, and these adapters give it either from a turnkit detector spec:
+shapes. turnkit uses the **streaming** one for every spec, so the turn is
+decided by the whole turnkit detector — its scorer *and* its
+:class:`~turnkit.detectors.endpointing.Endpointing` (eager signal, waits,
+ceiling, fallbacks) — exactly as ``turnkit replay`` runs it:
 
-* :class:`TurnkitTextDetector` — the **text** protocol, for the detectors that
-  read words (``semantic-text``, ``llm-eou``). LiveKit asks
-  ``predict_end_of_turn(chat_ctx)`` once its VAD/STT say the caller paused;
-  the adapter scores the caller's words since the agent last spoke, in the
-  context of the agent's last message, and returns P(end). Below
-  ``unlikely_threshold`` LiveKit waits its ``max_delay``, otherwise
-  ``min_delay``. LiveKit calls it without a timeout, so the adapter enforces
-  one (``timeout_s``): a late model answers ``on_timeout`` (default 1.0: a
-  slow model must not hold the caller for ``max_delay``) and is counted.
-  It has no ``stream`` attribute, so LiveKit treats it as text.
-* :class:`TurnkitStreamingDetector` — the **streaming audio** protocol, for
-  the detectors that hear audio (``smart-turn``, ``fused``, ``silence``).
-  Every caller frame LiveKit receives goes to ``stream().push_audio``; the
-  stream runs turnkit's Silero VAD and the detector on 32 ms frames at 16 kHz,
-  on a clock that is the audio's own timeline (exactly as ``turnkit replay``
-  runs it). When LiveKit asks ``predict()`` at a pause, the future resolves
-  with P(end)=1.0 as soon as the turnkit detector decides the turn is over
-  (at once if it already has), and with 0.0 if the caller speaks first.
-  Set ``endpointing={"min_delay": ...}`` low (the decision is turnkit's) and
+* :class:`TurnkitStreamingDetector` (what :func:`turn_detector` returns for
+  every spec: ``smart-turn``, ``fused``, ``silence``, ``semantic-text``,
+  ``llm-eou``). Every caller frame LiveKit receives goes to
+  ``stream().push_audio``; the stream's one
+  :class:`~turnkit.audio.timeline.AudioTimeline` converts it to 16 kHz,
+  frames it to 32 ms, runs the session's one Silero VAD and keeps the audio
+  clock (time = caller audio received, as in replay). The caller's words
+  come in through :func:`turnkit_livekit.attach` (the session's
+  ``user_input_transcribed`` events → :meth:`TurnkitDetectorStream.push_transcript`):
+  a detector that reads words (``semantic-text``, ``llm-eou``, ``fused``)
+  needs it. When LiveKit asks ``predict()`` at a pause, the future resolves
+  with P(end)=1.0 as soon as the turnkit detector commits (at once if it
+  already has), and with 0.0 if the caller speaks first. Set
+  ``endpointing={"min_delay": ...}`` low (the decision is turnkit's) and
   keep ``prediction_timeout_s`` as the longest wait.
+* :class:`TurnkitTextDetector` — opt-in only (``turn_detector(spec,
+  livekit_waits=True)``): LiveKit's **text** protocol, where **LiveKit owns
+  the waits**. LiveKit asks ``predict_end_of_turn(chat_ctx)`` once its
+  VAD/STT say the caller paused; the adapter returns the text scorer's
+  P(end) for the caller's words since the agent last spoke, and LiveKit
+  waits ``max_delay`` below ``unlikely_threshold``, else ``min_delay``
+  (``livekit/agents/voice/audio_recognition.py`` in livekit-agents 1.8.9,
+  ``_bounce_eou_task``: ``endpointing_delay = self._endpointing.min_delay``
+  then ``predict_end_of_turn`` and ``if end_of_turn_probability <
+  unlikely_threshold: endpointing_delay = self._endpointing.max_delay``).
+  turnkit's eager signal, waits, ceiling and fallbacks do not run there.
+  LiveKit calls it without a timeout, so the adapter enforces one
+  (``timeout_s``): a late model answers ``on_timeout`` and is counted.
 
-Use :func:`turn_detector` to get the right one for a spec::
+Example::
 
+    detector = turn_detector("semantic-text")
     session = AgentSession(
         vad=silero.VAD.load(min_silence_duration=0.3), stt=..., llm=..., tts=...,
-        turn_handling={"turn_detection": turn_detector("smart-turn"),
+        turn_handling={"turn_detection": detector,
                        "endpointing": {"min_delay": 0.2, "max_delay": 3.0}},
     )
+    attach(session, detector)   # transcripts and agent text to the detector
 """
 
 from __future__ import annotations
@@ -51,12 +64,12 @@ from livekit.agents.language import LanguageCode
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
 from livekit.agents.voice.turn import TurnDetectionEvent
 
+from turnkit.audio.timeline import SAMPLE_RATE, AudioClock, AudioTimeline
 from turnkit.audio.vad import VADAnalyzer
 from turnkit.clock import VirtualClock
 from turnkit.detectors.base import EndOfTurnDetector
 from turnkit.detectors.registry import available, create_detector, parse_spec
 from turnkit.frames import (
-    AudioInFrame,
     SystemFrame,
     TranscriptFrame,
     TurnEagerFrame,
@@ -66,6 +79,7 @@ from turnkit.frames import (
 from turnkit.text.normalize import normalize_text
 
 __all__ = [
+    "SAMPLE_RATE",
     "AudioTimeClock",
     "TurnkitDetectorStream",
     "TurnkitStreamingDetector",
@@ -75,7 +89,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SAMPLE_RATE = 16000
 PROVIDER = "turnkit"
 
 
@@ -194,25 +207,14 @@ class TurnkitTextDetector:
         return p
 
 
-class AudioTimeClock:
-    """The stream's clock: ``now()`` is the end of the last audio frame
-    analysed (seconds of caller audio), so a detector judges silence in audio
-    time exactly as in replay. ``sleep`` waits real time."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(max(0.0, seconds))
+AudioTimeClock = AudioClock  # the stream's clock is the timeline's audio clock
 
 
 class TurnkitStreamingDetector:
     """LiveKit streaming (audio) turn detector backed by a turnkit detector.
 
-    Each :meth:`stream` gets its own detector and VAD (one per session).
+    Each :meth:`stream` gets its own detector and
+    :class:`~turnkit.audio.timeline.AudioTimeline` (one VAD per session).
     ``on_signal`` is called with every turn signal the detector emits
     (``TurnEagerFrame`` / ``TurnEndFrame`` / ``TurnResumedFrame``): hosts
     use it for drafting and metrics.
@@ -258,13 +260,17 @@ class TurnkitDetectorStream:
 
     def __init__(self, owner: TurnkitStreamingDetector) -> None:
         self._owner = owner
-        self.clock = AudioTimeClock()
+        self.clock = AudioClock()
         self.detector: EndOfTurnDetector = create_detector(owner.spec, self.clock)
-        self.vad = VADAnalyzer()
+        # The session's one timeline: 16 kHz, 32 ms frames, VAD, audio clock.
+        self.timeline = AudioTimeline(self.clock)
+        self.timeline.attach(self.detector)
+        self.reads_text = bool(getattr(self.detector.scorer, "reads_text", False))
         self._q: asyncio.Queue[rtc.AudioFrame | str | None] = asyncio.Queue()
-        self._buf = np.zeros(0, dtype=np.float32)
-        self._resampler: rtc.AudioResampler | None = None
-        self._in_rate: int | None = None
+        self._finals: list[str] = []  # the current turn's final transcripts
+        self._committed_until = 0.0  # speech end of the last commit
+        self.transcripts = 0
+        self._warned = False
         self._decided: TurnEndFrame | None = None
         self._fut: asyncio.Future[TurnDetectionEvent] | None = None
         self._closed = False
@@ -274,6 +280,11 @@ class TurnkitDetectorStream:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="turnkit-detector")
 
     # -- LiveKit's stream protocol -------------------------------------------------
+    @property
+    def vad(self) -> VADAnalyzer:
+        """The session's one VAD (the timeline's)."""
+        return self.timeline.vad
+
     @property
     def model(self) -> str:
         return self._owner.spec
@@ -314,6 +325,13 @@ class TurnkitDetectorStream:
     def predict(self) -> asyncio.Future[TurnDetectionEvent]:
         self.cancel_inference()
         self.predictions += 1
+        if self.reads_text and not self.transcripts and not self._warned:
+            self._warned = True
+            log.warning(
+                "%s reads the caller's words but has none: attach(session, detector) "
+                "feeds it the session's transcripts",
+                self._owner.spec,
+            )
         fut: asyncio.Future[TurnDetectionEvent] = asyncio.get_running_loop().create_future()
         if self._decided is not None or self._closed:
             fut.set_result(self._event(1.0, self._decided))
@@ -330,6 +348,7 @@ class TurnkitDetectorStream:
         # The turn was committed (or cleared): the next pause is a new question.
         self.cancel_inference()
         self._decided = None
+        self._finals = []
 
     def end_input(self) -> None:
         self._q.put_nowait(None)
@@ -350,46 +369,41 @@ class TurnkitDetectorStream:
             inference_duration=(end.compute_ms / 1000) if end is not None else None,
         )
 
-    def _to_16k_mono(self, frame: rtc.AudioFrame) -> np.ndarray:
-        if frame.num_channels != 1:
-            pcm = np.frombuffer(frame.data, dtype=np.int16).reshape(-1, frame.num_channels)
-            frame = rtc.AudioFrame(pcm[:, 0].copy().tobytes(), frame.sample_rate, 1, pcm.shape[0])
-        if frame.sample_rate != SAMPLE_RATE:
-            if self._resampler is None or self._in_rate != frame.sample_rate:
-                self._resampler = rtc.AudioResampler(frame.sample_rate, SAMPLE_RATE, num_channels=1)
-                self._in_rate = frame.sample_rate
-            frames = self._resampler.push(frame)
-        else:
-            frames = [frame]
-        parts = [np.frombuffer(f.data, dtype=np.int16) for f in frames]
-        pcm16 = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
-        return pcm16.astype(np.float32) / 32768.0
+    async def _transcript(self, item: str) -> None:
+        kind, _, raw = item.partition(":")
+        text = normalize_text(raw)
+        final = kind == "final"
+        vad = self.timeline.vad
+        if vad.speech_end <= self._committed_until + 1e-9:
+            # No speech since the last commit: these words are that turn's,
+            # arriving late; they must not open or prefix the next one.
+            return
+        self.transcripts += 1
+        parts = [*self._finals, text] if text else list(self._finals)
+        if final and text:
+            self._finals.append(text)
+        whole = " ".join(p for p in parts if p)
+        if not whole:
+            return
+        # Words cannot have been spoken after the last speech the VAD heard.
+        frame = TranscriptFrame(
+            at=self.clock.now(), text=whole, is_final=final, spoken_until=vad.speech_end
+        )
+        await self._signals(await self.detector.on_transcript(frame))
 
     async def _run(self) -> None:
-        n = self.vad.frame_samples
         while True:
             item = await self._q.get()
             if item is None:
                 return
             if isinstance(item, str):
-                kind, _, text = item.partition(":")
-                frame = TranscriptFrame(
-                    at=self.clock.now(),
-                    text=normalize_text(text),
-                    is_final=kind == "final",
-                    spoken_until=self.clock.now(),
-                )
-                await self._signals(await self.detector.on_transcript(frame))
+                await self._transcript(item)
                 continue
-            self._buf = np.concatenate([self._buf, self._to_16k_mono(item)])
-            while len(self._buf) >= n:
-                chunk, self._buf = self._buf[:n], self._buf[n:]
-                at = self.clock.t
-                step = self.vad.analyze(chunk, at)
-                self.clock.t = at + n / SAMPLE_RATE
-                audio = AudioInFrame(at=at, audio=chunk, sample_rate=SAMPLE_RATE, vad=step)
+            pcm = np.frombuffer(item.data, dtype=np.int16)
+            for audio in await self.timeline.push(pcm, item.sample_rate, item.num_channels):
+                assert audio.vad is not None
                 try:
-                    out = await self.detector.on_audio(audio, step)
+                    out = await self.detector.on_audio(audio, audio.vad)
                 except Exception:  # one bad frame must not end the call
                     log.exception("%s failed on an audio frame", self._owner.spec)
                     continue
@@ -400,6 +414,8 @@ class TurnkitDetectorStream:
             self.signals.append(s)
             if isinstance(s, TurnEndFrame):
                 self._decided = s
+                self._committed_until = self.vad.speech_end
+                self._finals = []
                 self.end_silence_ms[id(s)] = (s.at - self.vad.speech_end) * 1000
                 fut, self._fut = self._fut, None
                 if fut is not None and not fut.done():
@@ -412,12 +428,15 @@ class TurnkitDetectorStream:
                 self._owner.on_signal(s)
 
 
-def turn_detector(spec: str, **kwargs: Any) -> TurnkitTextDetector | TurnkitStreamingDetector:
-    """The LiveKit turn detector for a turnkit detector spec: text detectors
-    (``semantic-text``, ``llm-eou``) get the text protocol, the others the
-    streaming audio protocol."""
-    name, _ = parse_spec(spec)
-    cls = available().get(name)
-    if cls is not None and hasattr(cls, "text_scorer"):
+def turn_detector(
+    spec: str, *, livekit_waits: bool = False, **kwargs: Any
+) -> TurnkitTextDetector | TurnkitStreamingDetector:
+    """The LiveKit turn detector for a turnkit detector spec: the streaming
+    protocol for every spec, so turnkit's endpointing decides (feed it the
+    session's words with :func:`turnkit_livekit.attach`).
+    ``livekit_waits=True`` (text specs only: ``semantic-text``, ``llm-eou``)
+    gives LiveKit's text protocol instead, where LiveKit's own
+    ``min_delay``/``max_delay`` decide and turnkit only scores."""
+    if livekit_waits:
         return TurnkitTextDetector(spec, **kwargs)
     return TurnkitStreamingDetector(spec, **kwargs)
