@@ -31,6 +31,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from turnkit.audio import SAMPLE_RATE
+
 __all__ = [
     "HOP_LENGTH",
     "N_FFT",
@@ -44,7 +46,6 @@ __all__ = [
     "smart_turn_features",
 ]
 
-SAMPLE_RATE = 16000
 N_FFT = 400
 HOP_LENGTH = 160
 N_MELS = 80

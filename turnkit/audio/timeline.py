@@ -46,6 +46,7 @@ from typing import Protocol
 import numpy as np
 import soxr
 
+from turnkit.audio import FRAME_SAMPLES, SAMPLE_RATE
 from turnkit.audio.vad import VADAnalyzer, VADParams, VADStep
 from turnkit.barge_in.echo import EchoFilter, EchoStep
 from turnkit.clock import Clock
@@ -68,8 +69,6 @@ __all__ = [
     "To16k",
 ]
 
-SAMPLE_RATE = 16000  # every turnkit policy hears 16 kHz
-FRAME_SAMPLES = 512  # 32 ms: Silero's frame, the echo filter's and every detector's
 FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
 
 

@@ -53,6 +53,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from turnkit.audio import SAMPLE_RATE
 from turnkit.clock import Clock
 from turnkit.replay.recording import FORMAT
 
@@ -60,7 +61,6 @@ __all__ = ["CallRecorder", "RecorderError", "SpeechSpan"]
 
 log = logging.getLogger(__name__)
 
-SAMPLE_RATE = 16000
 
 
 class RecorderError(ValueError):

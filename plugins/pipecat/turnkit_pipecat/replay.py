@@ -45,6 +45,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
+from turnkit.audio import SAMPLE_RATE
 from turnkit.audio.vad import VADParams
 from turnkit.barge_in.controller import BargeInController
 from turnkit.clock import VirtualClock
@@ -67,7 +68,6 @@ from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUser
 
 __all__ = ["LatencyModelAgent", "feed_frames", "recording_frames", "replay_in_pipecat"]
 
-SAMPLE_RATE = 16000
 
 
 def recording_frames(
