@@ -72,6 +72,7 @@ from pipecat.frames.frames import (
     OutputAudioRawFrame,
     OutputTransportMessageUrgentFrame,
     TranscriptionFrame,
+    UserStartedSpeakingFrame,
     UserStoppedSpeakingFrame,
 )
 from pipecat.metrics.metrics import ProcessingMetricsData, TTFBMetricsData
@@ -299,7 +300,9 @@ class StageReporter(BaseObserver):
     first audio the output transport wrote to the caller after it; split, where the reply's first LLM token came
     after the turn end (not a kept draft), into ``decision_to_token_ms``
     (waiting for a segmented STT's transcript, the request, the TTFT) and
-    ``token_to_audio_ms`` (sentence aggregation, synthesis, output). And Pipecat's own metrics:
+    ``token_to_audio_ms`` (sentence aggregation, synthesis, output). Only audio
+    after a response began since the caller's turn started counts (the tail
+    of an interrupted earlier reply is not this turn's answer). And Pipecat's own metrics:
     ``stt_ms`` (the STT's processing time of the last segment), ``llm_ttft_ms``
     and ``tts_ttfb_ms`` (TTFB of the LLM and TTS services). Also each reply's
     text (``bot-text``)."""
@@ -316,6 +319,10 @@ class StageReporter(BaseObserver):
         self.turn: dict[str, float] | None = None
         self._stop = 0.0
         self._first_token: float | None = None
+        # Audio counts as a reply to the turn only once a response began
+        # after the caller's turn started: until then what the output writes
+        # is the previous (interrupted) reply's tail.
+        self._armed = False
         self._audio0: float | None = None  # when the caller's audio time 0 was
         self._samples = 0
         self._mono0: float | None = None
@@ -334,7 +341,7 @@ class StageReporter(BaseObserver):
         if isinstance(frame, OutputAudioRawFrame) and isinstance(data.source, BaseOutputTransport):
             # The output transport passes audio on once it has written it to
             # the caller: the reply's first audio on the line.
-            if self.turn is not None:
+            if self.turn is not None and self._armed:
                 self._reply_audio(t)
             return
         if not data.first_push:
@@ -362,9 +369,12 @@ class StageReporter(BaseObserver):
             t0 = t - self._samples / frame.sample_rate
             if self._audio0 is None or t0 < self._audio0:
                 self._audio0 = t0
+        elif isinstance(frame, UserStartedSpeakingFrame):
+            self._armed = False
         elif isinstance(frame, UserStoppedSpeakingFrame):
             self._turn_end(t)
         elif isinstance(frame, LLMFullResponseStartFrame):
+            self._armed = True
             self._first_token = None
             self.ttfb.clear()
         elif isinstance(frame, LLMTextFrame) and self._first_token is None:

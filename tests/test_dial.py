@@ -3,7 +3,8 @@ replaying agent (exact timing), the faults (nothing answering, an agent that
 never speaks, one that hangs up mid-call, one that sends garbage, one that
 never finishes the handshake), the target policy, and the offline live agent
 (``examples/pipecat_agent.py serve``: faster-whisper + turnkit + SmolLM2 on
-the real llama.cpp server + espeak-ng) dialled with two demo calls.
+the real llama.cpp server + espeak-ng) dialled with two demo calls (stretched:
+more time between caller turns, see EXTRA_GAP_S).
 
 The servers here are real websocket servers speaking Pipecat's protobuf
 frames (``pipecat.frames.protobufs.frames_pb2``), started in the test.

@@ -268,7 +268,7 @@ def explain_missed(
                 f"talked over: the caller's next turn began {1000 * (nxt - end):.0f} ms after "
                 f"this one ended, before any agent audio{why}"
             )
-        elif later and later[0] - end > timeout_s:
+        elif later and later[0] - end > timeout_s and (nxt is None or later[0] < nxt):
             out[i] = (
                 f"answered too late: first agent audio {1000 * (later[0] - end):.0f} ms after the turn"
             )

@@ -30,7 +30,7 @@ def test_agent_selfcheck_with_llama_server() -> None:
             env=env,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=600,  # a bound only: selfcheck waits for each reply, up to 120 s
         )
     assert out.returncode == 0, out.stderr[-2000:]
     summary = next(line for line in out.stdout.splitlines() if line.startswith("selfcheck:"))
