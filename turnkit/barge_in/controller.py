@@ -22,14 +22,19 @@ Evidence, per caller speech segment (a VAD onset to its end, on audio that has
 passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
 
 * **audio, before words** (each 32 ms frame: :meth:`on_frame`): how long the
-  speech has gone on; its energy against the caller's own speech level (a bid
-  is spoken at full voice, a backchannel is mostly softer); its pitch contour
-  (a backchannel is short, low and flat or falling; a bid starts high or
-  rises); where it falls in the agent's sentence (by the playback cursor's
-  text offset, :meth:`on_agent_progress`, else elapsed time at a speaking
-  rate): acknowledgements come at the agent's phrase boundaries, bids
-  anywhere. Speech of ``pause_after_s`` whose evidence scores as a bid
-  pauses the agent; speech past ``max_backchannel_s`` pauses it whatever the
+  speech has gone on (merging pauses under ``merge_gap_s`` inside a phrase);
+  its energy against the caller's own speech level, learnt from their turns
+  (far softer: a murmur, a breath, residual echo); its pitch contour
+  (falling: an acknowledgement's shape); whether the VAD heard it break
+  ("uh-huh"); where it falls in the agent's sentence (by the playback
+  cursor's text offset, :meth:`on_agent_progress`, else elapsed time at a
+  speaking rate): acknowledgements come at the agent's phrase boundaries,
+  bids anywhere (:meth:`bid_score`). Speech of ``pause_after_s`` (0.2 s)
+  that scores as a bid starts a *speculative* pause of at most ``hold_s``
+  (0.12 s, under the 150 ms that is heard as the agent stopping): quiet
+  (``quiet_resume_s``, or quiet at its end) resumes; speech still going at
+  its end, longer than a backchannel so far, makes the pause stand for the
+  words to decide. Speech past ``max_backchannel_s`` pauses whatever the
   score (backchannels are 0.2-0.6 s).
 * **words** (:meth:`on_transcript`, the recogniser's text of the caller's
   turn so far) confirm or clear it: any word outside the language's
@@ -40,11 +45,10 @@ passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
   words alone ("uh-huh", "okay") or a run of the agent's own recent words
   (:class:`~turnkit.barge_in.echo.EchoTranscriptCheck`) are not (``resume``
   if paused).
-* **silence after a pause**: the segment ended short of a bid with no
-  deciding word (``quiet_resume_s`` of quiet): ``resume``; a segment that
-  went on past ``max_backchannel_s`` waits up to ``word_wait_s`` for words,
-  then resumes (a cough, a long "mmm"); speech past ``confirm_after_s`` is a
-  bid without words (``confirm``).
+* **silence after a standing pause**: speech past ``confirm_after_s`` is a
+  bid without words (``confirm``: no recogniser, or a language it cannot
+  write); speech that ended with no deciding word for ``word_wait_s``
+  resumes (a cough, a long "mmm").
 * **pending reply**: a speech onset while the host has a reply decided but
   not yet audible (:meth:`on_reply_pending`), or the detector saying the
   caller went on (:meth:`on_turn_resumed`): ``cancel_pending``.
