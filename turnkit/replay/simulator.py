@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -442,6 +442,39 @@ def _sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+class _Flag:
+    """A signal that arrived while the pool ran, raised where it is safe."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def check(self) -> None:
+        if self.signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if self.signum is not None:
+            raise ReplayInterrupted(self.signum)
+
+
+@contextlib.contextmanager
+def _signals_flagged() -> Iterator[_Flag]:
+    """In the main thread, SIGINT and SIGTERM only set a flag (see
+    :meth:`_Flag.check`) while the pool is waited on."""
+    flag = _Flag()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        flag.signum = signum
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield flag
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
 @contextlib.contextmanager
 def _sigint_ignored() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
@@ -492,18 +525,24 @@ def _run_pool(
         # group during their imports would print a traceback each).
         with _sigint_ignored():
             futures = {pool.submit(_replay_job, p, detectors, config): p for p in jobs}
-        for fut in as_completed(futures):
-            p = futures[fut]
-            try:
-                yield fut.result()
-            except BrokenProcessPool:
-                broken.append(p)
-            except Exception as exc:  # e.g. a result that did not pickle
-                yield (
-                    p,
-                    CallFailure(p, f"{p}: replay failed: {type(exc).__name__}: {_one_line(exc)}"),
-                    [],
-                )
+        waiting = set(futures)
+        with _signals_flagged() as stop:
+            while waiting:
+                # A signal only sets a flag; it is acted on here, between
+                # waits: an exception raised inside the pool's own locking
+                # could leave a lock held and hang the shutdown for good.
+                done, waiting = wait(waiting, timeout=0.2, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    p = futures[fut]
+                    try:
+                        yield fut.result()
+                    except BrokenProcessPool:
+                        broken.append(p)
+                    except Exception as exc:  # e.g. a result that did not pickle
+                        why = f"{type(exc).__name__}: {_one_line(exc)}"
+                        yield (p, CallFailure(p, f"{p}: replay failed: {why}"), [])
+                    stop.check()
+                stop.check()
     except BaseException:
         # Ctrl-C, SIGTERM, or the consumer stopped iterating: no worker
         # may outlive the batch.
