@@ -124,6 +124,7 @@ class TurnkitTurnEngine:
         self.bot_words = ""  # what the bot has spoken of its current reply (TTS words)
         self._bot_listeners: list[Callable[[str], None]] = []
         self.transcript = ""  # normalised whole-turn transcript so far
+        self._committed = ""  # the transcript when the detector last committed
         self._finals: list[str] = []
         self._words: list[Word] = []
         self._segment: object = None  # the STT's utterance id, when it gives one
@@ -188,6 +189,19 @@ class TurnkitTurnEngine:
         self._finals = []
         self._words = []
         self.transcript = ""
+        self._committed = ""
+
+    @property
+    def turn_transcript(self) -> str:
+        """The words since the detector's last commit: what Pipecat's user
+        aggregator writes as this user turn. After a cut-off inside a caller's
+        utterance the whole-utterance transcript (which the detector judges)
+        still holds the words already written with the previous user turn;
+        a draft or speculation asks only about the new ones."""
+        done = self._committed
+        if done and self.transcript.startswith(done):
+            return self.transcript[len(done) :].strip()
+        return self.transcript
 
     def set_agent_text(self, text: str) -> None:
         self.agent_text = text
@@ -270,6 +284,7 @@ class TurnkitTurnEngine:
         if segment is not None:
             if segment != self._segment:
                 self._finals, self._words = [], []
+                self._committed = ""
             self._segment = segment
         words = [Word(text=w, start=s, end=e) for w, s, e in extra.get("words", [])]
         spoken_until = float(extra.get("spoken_until", words[-1].end if words else now))
@@ -295,6 +310,7 @@ class TurnkitTurnEngine:
     def _signals(self, signals: list[SystemFrame], step: EngineStep) -> None:
         for s in signals:
             if isinstance(s, TurnEndFrame):
+                self._committed = self.transcript
                 self.decisions.append(s)
                 self.speech_ends.append(self.vad.speech_end)
             if isinstance(s, TurnEndFrame | TurnEagerFrame | TurnResumedFrame):

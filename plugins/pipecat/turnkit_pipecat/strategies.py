@@ -217,8 +217,8 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         if self.drafter is not None:
             if step.speech_started:
                 await self._withdraw(self.drafter.on_speech() is not None)
-            elif step.signals == [] and step.audio == [] and self.engine.transcript:
-                await self._withdraw(self.drafter.on_transcript(self.engine.transcript) is not None)
+            elif step.signals == [] and step.audio == [] and self.engine.turn_transcript:
+                await self._withdraw(self.drafter.on_transcript(self.engine.turn_transcript) is not None)
         for s in step.signals:
             if isinstance(s, TurnEndFrame):
                 await self._end()
@@ -235,7 +235,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
     async def _eager(self) -> None:
         if self.drafter is None:
             return
-        draft = self.drafter.on_eager(self.engine.transcript)
+        draft = self.drafter.on_eager(self.engine.turn_transcript)
         if draft is None:
             return
         if self._speculation is not None:
@@ -243,7 +243,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
             await self.trigger_user_turn_speculation_cancelled()
         if self.functions is not None:
             self.functions.start_draft(draft.id)
-        self._speculation = UserTurnSpeculation(text=self.engine.transcript)
+        self._speculation = UserTurnSpeculation(text=self.engine.turn_transcript)
         self.speculations += 1
         await self.trigger_user_turn_inference_triggered(speculation=self._speculation)
 
@@ -257,7 +257,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
 
     async def _end(self) -> None:
         if self.drafter is not None:
-            action, _draft = self.drafter.on_end(self.engine.transcript)
+            action, _draft = self.drafter.on_end(self.engine.turn_transcript)
             speculation, self._speculation = self._speculation, None
             if self.functions is not None:
                 if action == "use":
