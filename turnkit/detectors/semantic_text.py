@@ -35,7 +35,7 @@ __all__ = ["SemanticTextDetector", "SemanticTextParams", "SemanticTextScorer"]
 # scripts/train_semantic_text.py and stored in the model file; a test checks
 # they agree).
 DEFAULT_THRESHOLD = 0.43
-DEFAULT_EAGER_THRESHOLD = 0.34
+DEFAULT_EAGER_THRESHOLD = 0.35
 
 
 class SemanticTextParams(DetectorParams):
