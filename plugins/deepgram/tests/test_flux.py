@@ -23,7 +23,13 @@ from turnkit.frames import (
     TurnResumedFrame,
     VADSpeechStartedFrame,
 )
-from turnkit_deepgram import FluxThresholds, FluxTurnMapper, load_flux_jsonl, replay_flux
+from turnkit_deepgram import (
+    FluxThresholds,
+    FluxTurnMapper,
+    StandInEngine,
+    load_flux_jsonl,
+    replay_flux,
+)
 from turnkit_deepgram.replay import main
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -156,8 +162,9 @@ async def test_looser_eot_threshold_ends_at_confident_holds(tmp_path: Path) -> N
 
 
 async def test_tool_gate_behind_flux(tmp_path: Path) -> None:
-    """Reads run inside drafts; writes wait for the confirmed turn and run
-    once per turn; discarded drafts' writes never run."""
+    """The Responder behind Flux, on an engine that asks for a read and a
+    write every turn: reads run inside drafts; writes wait for the confirmed
+    turn and run once per turn; discarded drafts' writes never run."""
     path = tmp_path / "s.jsonl"
     plans = write_stream("support-and-um-04", path)
     clock = VirtualClock()
@@ -175,22 +182,53 @@ async def test_tool_gate_behind_flux(tmp_path: Path) -> None:
         return "ticket"
 
     gate = ToolGate([lookup, file_ticket], clock, session_id="flux-test")
-
-    async def respond(text: str, ctx) -> str:
-        r = await gate.call(ctx, "lookup", {"q": text})
-        assert r.ok
-        await gate.call(ctx, "file_ticket", {"text": text})
-        return text
-
-    result = await replay_flux(path, respond=respond, gate=gate, clock=clock)
+    # A fast engine (first token 100 ms after the request): a draft started
+    # at Flux's EagerEndOfTurn (250 ms before EndOfTurn) makes its tool calls
+    # while it is still a draft.
+    engine = StandInEngine(
+        clock, 0.1, tools_for=lambda words: [("lookup", {"q": words}), ("file_ticket", {"text": words})]
+    )
+    result = await replay_flux(path, engine=engine, gate=gate, clock=clock)
     for t in gate.ledger:
         assert t.status == "ok"
-    started, _used, cancelled = expected_counts([p.eager_holds for p in plans])
+    started, used, cancelled = expected_counts([p.eager_holds for p in plans])
+    assert result.stats.started == started and result.stats.used == used
     assert gate.executed_writes == len(plans)
     assert sorted(booked) == sorted(t.text for t in result.turns)
-    assert gate.deferred_writes == started
-    assert gate.discarded_writes == cancelled
-    assert gate.reads_run >= started
+    assert gate.draft_reads >= used  # every used draft looked up inside the draft
+    assert gate.deferred_writes >= used  # ... and held its write back
+    assert 1 <= gate.discarded_writes <= cancelled
+    # none of the writes the discarded drafts asked for ran
+    assert not gate.discarded_write_keys & {rec.key for rec in gate.ledger}
+    assert len(result.replies) == len(plans)
+
+
+async def test_agent_talking_rule_behind_flux(tmp_path: Path) -> None:
+    """While the agent's audio plays, Flux's EndOfTurn for speech it talked
+    through is not a turn (the rule the old host dropped)."""
+    from turnkit.frames import AgentAudioStartedFrame, AgentAudioStoppedFrame
+    from turnkit_deepgram import DraftingHost
+
+    msgs, _plans = load_flux_jsonl(_stream(tmp_path))
+    clock = VirtualClock()
+    mapper = FluxTurnMapper(clock)
+    host = DraftingHost(clock, StandInEngine(clock))
+    await host.handle(AgentAudioStartedFrame(at=0.0, reply_id=99))
+    for m in msgs:
+        await clock.advance_to(max(clock.now(), m.at))
+        for frame in mapper.map(m.message):
+            await host.handle(frame)
+    assert host.turns == [] and host.responder.stats.ignored_ends >= 1
+    await host.handle(AgentAudioStoppedFrame(at=clock.now(), reply_id=99))
+    await host.handle(TurnEndFrame(at=clock.now()))
+    assert len(host.turns) == 1
+    await host.aclose()
+
+
+def _stream(tmp_path: Path) -> Path:
+    path = tmp_path / "talk.jsonl"
+    write_stream("easy-short-08", path)
+    return path
 
 
 def test_bad_lines_are_one_clear_error_each(tmp_path: Path) -> None:

@@ -1,15 +1,17 @@
 """turnkit behind Deepgram Flux.
 
 Flux's turn events become turnkit turn frames (:class:`FluxTurnMapper`), so
-turnkit's eager drafting and tool gating (:class:`DraftingHost`) run behind
-Flux; recorded Flux streams replay offline (:func:`replay_flux`).
+turnkit's reply path — the :class:`~turnkit.drafting.Responder` with eager
+drafting, tool gating, fillers and history (:class:`DraftingHost` hosts it)
+— runs behind Flux; recorded Flux streams replay offline (:func:`replay_flux`).
 
 Example::
 
     from turnkit_deepgram import DraftingHost, FluxThresholds, FluxTurnMapper
 
     th = FluxThresholds(eot_threshold=0.8, eager_eot_threshold=0.5)
-    mapper, host = FluxTurnMapper(clock), DraftingHost(clock, respond, gate=gate)
+    mapper = FluxTurnMapper(clock)
+    host = DraftingHost(clock, ChatClient(url), emit=speak, gate=gate)
     async for message in socket:                       # client.listen.v2.connect(**th.connect_params())
         for frame in mapper.map(message):
             await host.handle(frame)
@@ -17,7 +19,7 @@ Example::
 
 from turnkit_deepgram.flux import DETECTOR, FluxThresholds, FluxTurnMapper
 from turnkit_deepgram.host import DraftingHost, HostTurn
-from turnkit_deepgram.replay import FluxReplayResult, load_flux_jsonl, replay_flux
+from turnkit_deepgram.replay import FluxReplayResult, StandInEngine, load_flux_jsonl, replay_flux
 
 __all__ = [
     "DETECTOR",
@@ -26,6 +28,7 @@ __all__ = [
     "FluxThresholds",
     "FluxTurnMapper",
     "HostTurn",
+    "StandInEngine",
     "load_flux_jsonl",
     "replay_flux",
 ]

@@ -1,45 +1,55 @@
-"""Eager drafting and tool gating driven by turn frames (from Flux or any
-turnkit detector).
+"""turnkit's reply path behind turn frames (from Flux or any turnkit detector).
 
-:class:`DraftingHost` is the glue between turn frames and the two policies
-that decide about speculative replies: :class:`~turnkit.drafting.EagerDrafter`
-(when a draft may start, must be dropped, or may be used) and
-:class:`~turnkit.drafting.ToolGate` (what a draft's tool calls may do). It
-owns nothing else: the reply itself is the caller's ``respond(text, ctx)``
-coroutine (an LLM request whose tool calls go through ``gate.call(ctx, ...)``).
+:class:`DraftingHost` is a :class:`~turnkit.drafting.responder.Responder`
+host: it forwards turn frames to the Responder, which decides everything
+about the reply — eager drafts (:class:`~turnkit.drafting.EagerDrafter`),
+what a draft's tool calls may do (:class:`~turnkit.drafting.ToolGate`),
+fillers for slow tools, the history (what the caller heard, with a
+:class:`~turnkit.barge_in.cursor.PlaybackCursor`), and the "agent still
+talking" rule (caller speech the agent talked through is not a turn). The
+host decides nothing; it maps frames to the Responder's evidence:
 
-Wiring (as :mod:`turnkit.drafting.tools` prescribes):
+* ``TranscriptFrame`` → ``on_transcript`` (and it keeps the words);
+* ``TurnEagerFrame`` (Flux ``EagerEndOfTurn``) → ``on_eager``: a held draft;
+* ``VADSpeechStartedFrame`` / ``TurnResumedFrame`` (Flux ``TurnResumed``)
+  → ``on_speech``: a draft is void;
+* ``TurnEndFrame`` (Flux ``EndOfTurn``) → ``on_end``: the draft is released
+  or a fresh request starts;
+* ``AgentAudioStartedFrame`` / ``AgentAudioStoppedFrame`` → ``on_agent_audio``
+  (from your output: while the agent talks, an end is not a turn);
+* ``InterruptionFrame`` → ``on_interrupted`` (a barge-in).
 
-* ``TurnEagerFrame`` → ``drafter.on_eager`` → a draft: ``gate.start_draft`` and
-  ``respond(text, draft_ctx)`` starts as a task (held, not spoken);
-* speech (``VADSpeechStartedFrame``, ``TurnResumedFrame``) or changed words
-  → the draft is cancelled: its task is cancelled, ``gate.discard_draft``;
-* ``TurnEndFrame`` → ``drafter.on_end``: ``use`` confirms the draft
-  (``gate.confirm_draft``: its deferred writes run now) and its task is the
-  reply; ``fresh`` begins the turn (``gate.begin_turn``) and starts
-  ``respond(text, turn)``.
+The reply's text goes to ``emit`` (:class:`~turnkit.frames.LLMTextFrame`,
+for your TTS). The engine is any OpenAI-compatible
+:class:`~turnkit.llm.client.ChatClient` (or anything with its ``stream``).
 
 Example::
 
-    host = DraftingHost(clock, respond=my_llm_reply, gate=ToolGate(tools, clock))
+    host = DraftingHost(clock, ChatClient(url), emit=speak, gate=ToolGate(tools, clock))
     for frame in mapper.map(message):
         await host.handle(frame)
-    reply = host.turns[-1].reply          # the task whose result is spoken
+    host.turns[-1].reply_id          # the reply the Responder emits for it
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from turnkit.barge_in.cursor import PlaybackCursor
 from turnkit.clock import Clock
-from turnkit.drafting import Draft, DraftContext, EagerDrafter, ToolGate, Turn
+from turnkit.drafting import Draft, EagerDrafter, Responder, ResponderParams, ToolGate
+from turnkit.drafting.responder import ChatEngine
+from turnkit.fillers import FillerScheduler
 from turnkit.frames import (
+    AgentAudioStartedFrame,
+    AgentAudioStoppedFrame,
     Frame,
+    InterruptionFrame,
+    LLMTextFrame,
     TranscriptFrame,
     TurnEagerFrame,
     TurnEndFrame,
@@ -47,13 +57,11 @@ from turnkit.frames import (
     VADSpeechStartedFrame,
 )
 
-__all__ = ["DraftingHost", "HostTurn", "Respond"]
+__all__ = ["DraftingHost", "HostTurn"]
 
 log = logging.getLogger(__name__)
 
-# respond(text, ctx): ctx is the gate context (DraftContext or Turn), or None
-# when the host runs without a gate.
-Respond = Callable[[str, DraftContext | Turn | None], Awaitable[Any]]
+Emit = Callable[[LLMTextFrame], Awaitable[None] | None]
 
 
 @dataclass(slots=True)
@@ -65,91 +73,98 @@ class HostTurn:
     decided_at: float
     drafted: bool  # the reply is a confirmed eager draft
     draft_started_at: float | None
-    reply: asyncio.Task[Any] | None = field(default=None, repr=False)
+    reply_id: int | None = None
 
 
 class DraftingHost:
-    """Feeds turn frames to an :class:`EagerDrafter` (and a :class:`ToolGate`)
-    and runs the caller's ``respond`` for drafts and confirmed turns."""
+    """Forwards turn frames to a :class:`Responder` (see the module docstring)."""
 
     def __init__(
         self,
         clock: Clock,
-        respond: Respond,
+        engine: ChatEngine | Any,
         *,
+        emit: Emit | None = None,
         gate: ToolGate | None = None,
         drafter: EagerDrafter | None = None,
+        fillers: FillerScheduler | None = None,
+        cursor: PlaybackCursor | None = None,
+        params: ResponderParams | None = None,
+        system_prompt: str | None = None,
     ) -> None:
         self.clock = clock
-        self.respond = respond
         self.gate = gate
         self.drafter = drafter if drafter is not None else EagerDrafter(clock)
+        self._user_emit = emit
+        kw: dict[str, Any] = {} if system_prompt is None else {"system_prompt": system_prompt}
+        self.responder = Responder(
+            engine,
+            clock,
+            emit=self._emit,
+            drafter=self.drafter,
+            gate=gate,
+            fillers=fillers,
+            cursor=cursor,
+            params=params,
+            **kw,
+        )
         self.text = ""
         self.turns: list[HostTurn] = []
         self.drafts: list[Draft] = []
-        self._turn_id = 0
-        self._draft: tuple[Draft, DraftContext | None, asyncio.Task[Any]] | None = None
+        # The text each reply emitted, by reply id, once complete.
+        self.replies: dict[int, str] = {}
+        self._parts: dict[int, list[str]] = {}
+
+    async def _emit(self, frame: LLMTextFrame) -> None:
+        if frame.text:
+            self._parts.setdefault(frame.reply_id, []).append(frame.text)
+        if frame.final:
+            self.replies[frame.reply_id] = "".join(self._parts.pop(frame.reply_id, []))
+        if self._user_emit is not None:
+            out = self._user_emit(frame)
+            if inspect.isawaitable(out):
+                await out
 
     async def handle(self, frame: Frame) -> None:
-        """Act on one frame (others pass unseen)."""
+        """Forward one frame's evidence (others pass unseen)."""
+        r = self.responder
         if isinstance(frame, VADSpeechStartedFrame | TurnResumedFrame):
-            self._dropped(self.drafter.on_speech())
+            r.on_speech()
         elif isinstance(frame, TranscriptFrame):
             self.text = frame.text
-            self._dropped(self.drafter.on_transcript(frame.text))
+            r.on_transcript(frame.text)
         elif isinstance(frame, TurnEagerFrame):
-            self._eager()
+            if await r.on_eager(self.text) is not None and self.drafter.current is not None:
+                self.drafts.append(self.drafter.current)
         elif isinstance(frame, TurnEndFrame):
-            self._end(frame)
+            draft = self.drafter.current
+            used = r.stats.drafts_used
+            reply_id = await r.on_end(self.text)
+            if reply_id is None:
+                log.debug("turn end at %.3f ignored: the agent is talking", frame.at)
+                return
+            drafted = r.stats.drafts_used > used
+            self.turns.append(
+                HostTurn(
+                    r.stats.turns,
+                    self.text,
+                    frame.at,
+                    drafted,
+                    draft.started_at if drafted and draft is not None else None,
+                    reply_id,
+                )
+            )
+        elif isinstance(frame, AgentAudioStartedFrame):
+            r.on_agent_audio(True)
+        elif isinstance(frame, AgentAudioStoppedFrame):
+            r.on_agent_audio(False)
+        elif isinstance(frame, InterruptionFrame):
+            r.on_interrupted()
+
+    async def idle(self) -> None:
+        """Wait until every reply has finished streaming."""
+        await self.responder.idle()
 
     async def aclose(self) -> None:
-        """Cancel a running draft and wait for the replies of all turns."""
-        self._dropped(self.drafter.on_speech())
-        for t in self.turns:
-            if t.reply is not None:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await t.reply
-
-    # -- decisions ---------------------------------------------------------------
-    def _eager(self) -> None:
-        before = self._draft
-        draft = self.drafter.on_eager(self.text)
-        if before is not None and before[0].state == "cancelled":
-            self._dropped(before[0])  # superseded by a draft for new words
-        if draft is None:
-            return
-        self.drafts.append(draft)
-        ctx = self.gate.start_draft(self._turn_id + 1, draft.id) if self.gate else None
-        task = asyncio.ensure_future(self.respond(self.text, ctx))
-        self._draft = (draft, ctx, task)
-
-    def _end(self, frame: TurnEndFrame) -> None:
-        self._turn_id += 1
-        action, draft = self.drafter.on_end(self.text)
-        running = self._draft
-        if action == "use" and running is not None and running[0] is draft:
-            _, ctx, task = running
-            self._draft = None
-            if self.gate is not None and ctx is not None:
-                self.gate.confirm_draft(ctx)
-            self.turns.append(
-                HostTurn(self._turn_id, self.text, frame.at, True, draft.started_at, task)
-            )
-            return
-        if running is not None:
-            self._dropped(running[0])
-        turn = self.gate.begin_turn(self._turn_id) if self.gate else None
-        task = asyncio.ensure_future(self.respond(self.text, turn))
-        self.turns.append(HostTurn(self._turn_id, self.text, frame.at, False, None, task))
-
-    def _dropped(self, draft: Draft | None) -> None:
-        """The drafter cancelled ``draft``: stop its work and discard its context."""
-        running = self._draft
-        if draft is None or running is None or running[0] is not draft:
-            return
-        d, ctx, task = running
-        self._draft = None
-        task.cancel()
-        if self.gate is not None and ctx is not None:
-            self.gate.discard_draft(ctx)
-        log.debug("draft %d dropped: %s", d.id, d.cancel_reason)
+        """The call ended: cancel what is still running and let it unwind."""
+        await self.responder.aclose()

@@ -10,10 +10,12 @@ the SDK's own pydantic models; a bad line is reported as one line naming
 
 :func:`replay_flux` advances a :class:`~turnkit.clock.VirtualClock` to each
 message, maps it with :class:`~turnkit_deepgram.flux.FluxTurnMapper` and
-feeds the frames to a :class:`~turnkit_deepgram.host.DraftingHost`, whose
-``respond`` stands in for the LLM (by default: its first token ``ttft_s``
-after the request, on the virtual clock). The result counts drafts started,
-used and cancelled, and when each turn was decided.
+feeds the frames to a :class:`~turnkit_deepgram.host.DraftingHost` — the
+:class:`~turnkit.drafting.responder.Responder` every host runs — over an
+engine: by default :class:`StandInEngine` (first token ``ttft_s`` after the
+request on the virtual clock, the caller's words as the answer, optional
+tool calls). The result counts drafts started, used and cancelled, and when
+each turn was decided.
 
 Example::
 
@@ -30,7 +32,7 @@ import asyncio
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,15 +47,17 @@ from deepgram.listen.v2.types import (
 )
 from pydantic import ValidationError
 
-from turnkit.clock import VirtualClock, settle
-from turnkit.drafting import DraftContext, DraftStats, ToolGate, Turn
+from turnkit.clock import Clock, VirtualClock, settle
+from turnkit.drafting import DraftStats, ToolGate
+from turnkit.llm.client import ToolCall
 from turnkit_deepgram.flux import FluxThresholds, FluxTurnMapper
-from turnkit_deepgram.host import DraftingHost, HostTurn, Respond
+from turnkit_deepgram.host import DraftingHost, HostTurn
 
 __all__ = [
     "FluxMessage",
     "FluxReplayResult",
     "FluxStreamError",
+    "StandInEngine",
     "load_flux_jsonl",
     "main",
     "replay_flux",
@@ -161,21 +165,82 @@ def load_flux_jsonl(path: str | Path) -> tuple[list[FluxMessage], list[str]]:
     return out, errors
 
 
-def held_reply(clock: VirtualClock, ttft_s: float) -> Respond:
-    """A stand-in LLM: the first token comes ``ttft_s`` after the request."""
+ToolsFor = Callable[[str], list[tuple[str, dict[str, Any]]]]
 
-    async def respond(text: str, ctx: DraftContext | Turn | None) -> str:
-        await clock.sleep(ttft_s)
-        return text
 
-    return respond
+class StandInEngine:
+    """The replay's stand-in LLM on a (virtual) clock, with the ``stream``
+    interface :class:`~turnkit.drafting.responder.Responder` uses: the first
+    token comes ``ttft_s`` after the request; the answer is the caller's
+    last words back. With ``tools_for`` (and tools offered), the first round
+    asks for the calls ``tools_for(words)`` names, and the round after their
+    results answers."""
+
+    def __init__(self, clock: Clock, ttft_s: float = 0.35, tools_for: ToolsFor | None = None):
+        self.clock = clock
+        self.ttft_s = ttft_s
+        self.tools_for = tools_for
+        self.requests = 0
+
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = 0.0,
+        tools: list[dict[str, Any]] | None = None,
+        **_: Any,
+    ) -> _StandInStream:
+        self.requests += 1
+        return _StandInStream(self, messages, bool(tools))
+
+
+class _StandInStream:
+    def __init__(self, engine: StandInEngine, messages: list[dict[str, Any]], tools: bool) -> None:
+        self._e = engine
+        self._messages = messages
+        self._tools = tools
+        self.tool_calls: list[ToolCall] = []
+        self.ttft_ms: float | None = None
+        self._chunks: list[str] | None = None
+
+    async def __aenter__(self) -> _StandInStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def __aiter__(self) -> _StandInStream:
+        return self
+
+    async def __anext__(self) -> str:
+        if self._chunks is None:
+            await self._e.clock.sleep(self._e.ttft_s)
+            self.ttft_ms = self._e.ttft_s * 1000
+            words = next(
+                (str(m.get("content") or "") for m in reversed(self._messages) if m.get("role") == "user"),
+                "",
+            )
+            answered = bool(self._messages) and self._messages[-1].get("role") == "tool"
+            calls = self._e.tools_for(words) if self._e.tools_for and self._tools else []
+            if calls and not answered:
+                self._chunks = []
+                self.tool_calls = [
+                    ToolCall(index=i, id=f"call_{i}", name=name, arguments=json.dumps(args))
+                    for i, (name, args) in enumerate(calls)
+                ]
+            else:
+                self._chunks = [words] if words else []
+        if not self._chunks:
+            raise StopAsyncIteration
+        return self._chunks.pop(0)
 
 
 async def replay_flux(
     path: str | Path,
     thresholds: FluxThresholds | None = None,
     *,
-    respond: Respond | None = None,
+    engine: Any | None = None,
     gate: ToolGate | None = None,
     clock: VirtualClock | None = None,
     ttft_s: float = 0.35,
@@ -184,7 +249,7 @@ async def replay_flux(
     messages, errors = load_flux_jsonl(path)
     clock = clock if clock is not None else VirtualClock()
     mapper = FluxTurnMapper(clock, thresholds)
-    host = DraftingHost(clock, respond or held_reply(clock, ttft_s), gate=gate)
+    host = DraftingHost(clock, engine or StandInEngine(clock, ttft_s), gate=gate)
     for m in messages:
         await clock.advance_to(max(clock.now(), m.at))
         for frame in mapper.map(m.message):
@@ -194,7 +259,7 @@ async def replay_flux(
     while (deadline := clock.next_deadline()) is not None:
         await clock.advance_to(deadline)
     await host.aclose()
-    replies = [t.reply.result() for t in host.turns if t.reply is not None and _ok(t.reply)]
+    replies = [host.replies[t.reply_id] for t in host.turns if t.reply_id in host.replies]
     return FluxReplayResult(
         path=str(path),
         messages=len(messages),
@@ -204,10 +269,6 @@ async def replay_flux(
         gate=gate,
         replies=replies,
     )
-
-
-def _ok(task: asyncio.Task[Any]) -> bool:
-    return task.done() and not task.cancelled() and task.exception() is None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
