@@ -69,6 +69,7 @@ from turnkit.detectors.endpointing import (
     WaitPolicy,
     in_digit_run,
 )
+from turnkit.detectors.llm_eou import FIXED_COST_MS as LLM_COST_MS
 from turnkit.detectors.registry import register
 from turnkit.detectors.semantic_text import FIXED_COST_MS as TEXT_COST_MS
 from turnkit.detectors.smart_turn import FIXED_COST_MS as SMART_TURN_COST_MS
@@ -90,8 +91,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# llm=on: one engine ask with the prefix cached (see turnkit.detectors.llm_eou).
-LLM_COST_MS = 30.0
 # Evidence weights in the logit mean are in proportion to how well each kind
 # separates holds from turn ends at the moment the endpointing looks (the
 # first quiet frame after the VAD's stop), on the natural calls of the
@@ -252,6 +251,7 @@ class FusedScorer:
         weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
     ) -> None:
         self.audio, self.text, self.llm = audio, text, llm
+        self.text_version = getattr(text, "version", "v1")
         self.w_audio, self.w_text, self.w_llm = weights
         self.hears_audio = audio is not None
         self.reads_text = text is not None or llm is not None
@@ -286,7 +286,7 @@ class FusedScorer:
                 t0 = time.perf_counter()
                 p_text = float(self.text.predict(ev.text, ev.agent_text))
                 measured += (time.perf_counter() - t0) * 1000
-                fixed += TEXT_COST_MS
+                fixed += TEXT_COST_MS[self.text_version]
                 self._text_cache = (ev.text, ev.agent_text, p_text)
                 parts["p_text"] = p_text
         if self.llm is not None and ev.text and not ev.text_only:

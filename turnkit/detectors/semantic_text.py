@@ -74,9 +74,10 @@ class SemanticTextParams(DetectorParams):
         return self
 
 
-# The packaged model on one core (benchmarks/bench_semantic_text.py, p50 per
-# decision): what `--compute fixed` charges per look.
-FIXED_COST_MS = 0.05
+# Each packaged model's cost per decision on one core, p50
+# (benchmarks/bench_semantic_text.py: v1 37.5 µs, v2 112.5 µs): what
+# `--compute fixed` charges per look.
+FIXED_COST_MS = {"v1": 0.04, "v2": 0.11}
 
 
 class SemanticTextScorer:
@@ -91,6 +92,7 @@ class SemanticTextScorer:
     def __init__(self, model: SemanticTextModel, threshold: float = DEFAULT_THRESHOLD) -> None:
         self.model = model
         self.threshold = threshold  # for eot-score / eot-eval
+        self.fixed_ms = FIXED_COST_MS[getattr(model, "version", "v1")]
         self._cache: tuple[str, str, float] | None = None
 
     def predict(self, text: str, agent_text: str = "") -> float:
@@ -106,7 +108,7 @@ class SemanticTextScorer:
         p = float(self.model.predict(ev.text, ev.agent_text))
         ms = (time.perf_counter() - t0) * 1000
         self._cache = (ev.text, ev.agent_text, p)
-        return Score(p, compute_ms=ms, fixed_ms=FIXED_COST_MS, parts={"p_text": p})
+        return Score(p, compute_ms=ms, fixed_ms=self.fixed_ms, parts={"p_text": p})
 
 
 @register

@@ -191,11 +191,10 @@ class SmartTurnParams(DetectorParams):
         return max(0.0, self.threshold - 0.2)
 
 
-# Smart Turn v3.2's cost per inference on one core: CPU time (process_time,
-# which a loaded machine inflates far less than wall time), p50 over 8 s windows
-# of the corpus: 57-61 ms here on 2026-12-01 (benchmarks/bench_smart_turn.py
-# prints it). What `--compute fixed` charges per inference.
-FIXED_COST_MS = 60.0
+# Smart Turn v3.2's cost per inference on one core, p50 over 8 s windows of
+# the corpus (benchmarks/bench_smart_turn.py, 2026-12-01, idle machine: 53.5 ms
+# wall, 55.2 ms CPU time). What `--compute fixed` charges per inference.
+FIXED_COST_MS = 55.0
 
 
 class SmartTurnScorer:
