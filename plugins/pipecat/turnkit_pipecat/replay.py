@@ -49,7 +49,7 @@ from turnkit.audio import SAMPLE_RATE
 from turnkit.audio.vad import VADParams
 from turnkit.barge_in.controller import BargeInController
 from turnkit.clock import VirtualClock
-from turnkit.frames import AgentTextFrame, TurnEndFrame
+from turnkit.frames import AgentTextFrame, TranscriptFrame, TurnEndFrame
 from turnkit.frames import Frame as TurnkitFrame
 from turnkit.pipeline import CollectSink
 from turnkit.pipeline import FrameDirection as TurnkitDirection
@@ -61,7 +61,7 @@ from turnkit.replay.llm_source import ModelTTFT
 from turnkit.replay.metrics import CallScore, score_call
 from turnkit.replay.oracle import oracle_words
 from turnkit.replay.recording import Recording
-from turnkit.replay.simulator import LabelPlanner, ReplayConfig, barge_in_filters, call_seed
+from turnkit.replay.simulator import ReplayConfig, barge_in_filters, call_seed, replay_agent
 
 from turnkit_pipecat.engine import TurnkitTurnEngine
 from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUserTurnStopStrategy
@@ -181,21 +181,35 @@ class LatencyModelAgent(FrameProcessor):
         self.engine = engine
         engine.keep_audio_steps = True
         self.clock = clock if clock is not None else VirtualClock()
-        rng = random.Random(call_seed(config, rec.id, detector_spec))
-        self.agent = SimulatedAgent(
-            self.clock,
-            LabelPlanner(rec, config.default_reply_s),
-            barge_in if barge_in is not None else BargeInController.raw_vad(self.clock),
-            ModelTTFT(LatencyModel.parse(config.llm_ttft_ms), rng),
-            LatencyModel.parse(config.tts_ttfb_ms),
-            rng,
-            count_compute=config.count_compute,
+        self._rec, self._config = rec, config
+        self._rng = random.Random(call_seed(config, rec.id, detector_spec))
+        self._barge_in = (
+            barge_in if barge_in is not None else BargeInController.raw_vad(self.clock)
         )
-        self.sim = TurnkitPipeline([_AgentTextTap(self._agent_text), self.agent, CollectSink()])
+        # Built in start_sim: turnkit replay's own reply path (Responder over
+        # the simulated engine, played by SimulatedAgent), not a copy of it.
+        self.agent: SimulatedAgent | None = None
+        self.sim: TurnkitPipeline | None = None
         self.context: LLMContext | None = None
+        # The engine's whole-turn transcripts, handed to the agent with the
+        # next audio: the barge-in controller's words (as the oracle's are
+        # in turnkit replay).
+        self._texts: list[TranscriptFrame] = []
+        engine.on_signal(self._engine_frame)
         self._seen: set[int] = set()
         self._seen_event = asyncio.Event()
         self.stops = 0
+
+    def _engine_frame(self, item: object) -> None:
+        if isinstance(item, TranscriptFrame):
+            self._texts.append(item)
+
+    async def _flush_texts(self) -> None:
+        assert self.sim is not None
+        texts, self._texts = self._texts, []
+        for tf in texts:
+            await self.sim.queue_frame(tf)
+            await self.sim.wait_idle()
 
     def _agent_text(self, text: str) -> None:
         # The bot's reply starts playing: its words are the detector's context
@@ -211,6 +225,17 @@ class LatencyModelAgent(FrameProcessor):
         self._seen.discard(id(frame))
 
     async def start_sim(self) -> None:
+        config = self._config
+        self.agent, _ = await replay_agent(
+            self._rec,
+            self.clock,
+            self._barge_in,
+            ModelTTFT(LatencyModel.parse(config.llm_ttft_ms), self._rng),
+            self._rng,
+            config,
+            count_compute=config.count_compute,
+        )
+        self.sim = TurnkitPipeline([_AgentTextTap(self._agent_text), self.agent, CollectSink()])
         await self.sim.start()
 
     async def stop_sim(self, until: float) -> None:
@@ -221,6 +246,7 @@ class LatencyModelAgent(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, InputAudioRawFrame) and direction is FrameDirection.DOWNSTREAM:
+            await self._flush_texts()
             for af in await self.engine.audio_of(frame):
                 await self.clock.advance_to(af.end)
                 await self.sim.queue_frame(af)
@@ -231,6 +257,7 @@ class LatencyModelAgent(FrameProcessor):
             self._seen_event.set()
             return
         elif isinstance(frame, UserStoppedSpeakingFrame):
+            await self._flush_texts()
             self.stops += 1
             now = self.clock.now()
             made = [d for d in self.engine.decisions if abs(d.at - now) < 1e-6]
