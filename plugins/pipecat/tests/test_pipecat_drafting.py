@@ -17,8 +17,11 @@ from pipecat.frames.frames import (
     Frame,
     FunctionCallFromLLM,
     FunctionCallResultFrame,
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
     LLMContextFrame,
     LLMTextFrame,
+    TranscriptionFrame,
     UserStoppedSpeakingFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline
@@ -85,6 +88,56 @@ async def _run(processors: list[FrameProcessor], engine: TurnkitTurnEngine, fram
 
     async def feed() -> None:
         await feed_frames(task, engine, frames)
+        await task.queue_frame(EndFrame())
+
+    runner = PipelineRunner(handle_sigint=False)
+    await runner.add_workers(task)
+    await asyncio.gather(runner.run(), feed())
+
+
+async def _run_answered(
+    processors: list[FrameProcessor], engine: TurnkitTurnEngine, frames: list[Frame], tap: Tap
+) -> None:
+    """Like :func:`_run`, but the caller waits for the agent as a person on
+    a phone would: after each confirmed end (a ``UserStoppedSpeakingFrame``
+    at the tap) no more of the call is fed until the engine's reply to it
+    has ended. Fed as fast as possible, the caller's next words arrived
+    before a real engine's first token whenever the engine was slower than
+    the feed, and interrupted it: the figures depended on machine speed."""
+    engine.keep_audio_steps = True
+    task = PipelineTask(
+        Pipeline(processors),
+        params=PipelineParams(audio_in_sample_rate=16000),
+        cancel_on_idle_timeout=False,
+    )
+
+    def kinds() -> list[str]:
+        return [type(f).__name__ for f, _ in tap.frames]
+
+    async def answered() -> None:
+        deadline = asyncio.get_running_loop().time() + 120
+        while asyncio.get_running_loop().time() < deadline:
+            k = kinds()
+            if "UserStoppedSpeakingFrame" not in k:
+                return
+            last_stop = len(k) - 1 - k[::-1].index("UserStoppedSpeakingFrame")
+            if "LLMFullResponseEndFrame" in k[last_stop:]:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("no reply from the engine within 120 s of a confirmed end")
+
+    async def feed() -> None:
+        stops = 0
+        for f in frames:
+            await task.queue_frame(f)
+            if isinstance(f, TranscriptionFrame | InterimTranscriptionFrame):
+                await engine.wait_fed(f)
+            elif isinstance(f, InputAudioRawFrame):
+                await engine.audio_of(f)
+                await asyncio.sleep(0)  # the strategies' frames reach the tap
+            if kinds().count("UserStoppedSpeakingFrame") > stops:
+                stops = kinds().count("UserStoppedSpeakingFrame")
+                await answered()
         await task.queue_frame(EndFrame())
 
     runner = PipelineRunner(handle_sigint=False)
@@ -258,8 +311,7 @@ async def test_speculation_through_openai_llm_service_on_llama_server(llama_url:
         settings=OpenAILLMService.Settings(model="smollm2", max_tokens=12, temperature=0.0),
     )
     tap = Tap()
-    await _run([_user(engine, stop, ctx), llm, tap], engine, recording_frames(rec))
-    await asyncio.sleep(0)
+    await _run_answered([_user(engine, stop, ctx), llm, tap], engine, recording_frames(rec), tap)
     assert stop.speculations >= 1
     texts = tap.of(LLMTextFrame)
     assert texts, "no reply text came out of the real engine"
