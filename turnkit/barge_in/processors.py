@@ -20,9 +20,9 @@ pipeline (the plugins host the same controller).
 
 Example::
 
-    echo = EchoFilter()
-    pipe = Pipeline([EchoGateProcessor(echo), VADProcessor(), stt, detector, llm, tts,
-                     BargeInProcessor(clock, BargeInController(clock), echo), output])
+    timeline = AudioTimeline(clock, echo=EchoFilter())
+    pipe = Pipeline([TimelineProcessor(timeline), stt, detector, llm, tts,
+                     BargeInProcessor(clock, BargeInController(clock), timeline.echo), output])
 """
 
 from __future__ import annotations
