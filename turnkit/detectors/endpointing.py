@@ -282,6 +282,7 @@ class Endpointing:
         self.clock = clock
         self.scorer = scorer
         self._policy = policy
+        self._policy_cache: tuple[tuple[str, str], WaitPolicy] | None = None
         self.spec = spec
         self.compute: ComputeMode = compute
         self._describe = describe
@@ -329,8 +330,17 @@ class Endpointing:
         del self.history[:-HISTORY_MESSAGES]
 
     def policy(self) -> WaitPolicy:
-        p = self._policy
         text = self.turn_text()
+        # Asked on every quiet frame; it changes only with the context.
+        key = (self.agent_text, text)
+        if self._policy_cache is not None and self._policy_cache[0] == key:
+            return self._policy_cache[1]
+        policy = self._resolve_policy(text)
+        self._policy_cache = (key, policy)
+        return policy
+
+    def _resolve_policy(self, text: str) -> WaitPolicy:
+        p = self._policy
         policy = p if isinstance(p, WaitPolicy) else p(self.agent_text, text)
         if (
             policy.digit_run_ms is not None
