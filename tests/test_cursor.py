@@ -9,25 +9,32 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 from real_tts import require_espeak
 
+from turnkit.audio.vad import VADStep
+from turnkit.barge_in.controller import Action, BargeInController
 from turnkit.barge_in.cursor import PlaybackCursor, WordTimestampsFrame
 from turnkit.barge_in.history_processor import HistoryTruncator
+from turnkit.barge_in.processors import BargeInProcessor
 from turnkit.barge_in.truncation import TruncationConfig, tokens
 from turnkit.clock import VirtualClock
 from turnkit.frames import (
     AgentAudioStartedFrame,
     AgentAudioStoppedFrame,
     AgentTextFrame,
+    AudioInFrame,
     InterruptionFrame,
+    LLMTextFrame,
     PlaybackMarkFrame,
+    StartFrame,
     TranscriptFrame,
     TurnEndFrame,
     Word,
 )
 from turnkit.pipeline import CollectSink, FrameDirection, Pipeline
-from turnkit.tts import EspeakTTS, WordTimedAudio
+from turnkit.tts import EspeakTTS, TTSProcessor, WordTimedAudio
 
 TEXT = "Certainly, a table for four on Saturday. What time would you like to come in?"
 WORDS = TEXT.split()
@@ -304,3 +311,120 @@ async def test_pipeline_host_written_history_with_tool_calls():
         {"role": "tool", "tool_call_id": "c1", "content": "free"},
         {"role": "assistant", "content": "Saturday [interrupted by the caller]"},
     ]
+
+
+# --- the producers: TTSProcessor + BargeInProcessor emit the evidence ---------
+
+
+REPLY = "Your order shipped on Monday, and it should arrive on Friday. Would you like the number?"
+
+
+def _caller_frame(at: float, started: bool) -> AudioInFrame:
+    step = VADStep(prob=0.9, speaking=True, started=started, speech_start=at, speech_end=at)
+    return AudioInFrame(at=at, audio=np.zeros(512, np.float32), sample_rate=16000, vad=step)
+
+
+async def _barge_in_call(tts: TTSProcessor, stop_after: int | None, stop_at: float | None = None):
+    """A turn, the reply rendered by ``tts`` and played by a BargeInProcessor
+    on a virtual clock, and a caller who says "wait stop" once word
+    ``stop_after`` (1-based) has played (or at ``stop_at``). The controller
+    decides the stop from those words. Returns (processor, history, sink,
+    the time of the stop). ``history`` sits after the output; a second
+    one, ``proc.upstream_history``, before the TTS: it sees no playback start
+    or stop, only what comes back upstream (text, word timings, marks, the
+    interruption), so its cut rests on the marks alone."""
+    require_espeak()
+    clock = VirtualClock()
+    tts.clock = clock
+    proc = BargeInProcessor(clock, BargeInController(clock))
+    history = HistoryTruncator(clock, [{"role": "system", "content": "You track orders."}])
+    upstream = HistoryTruncator(clock, [{"role": "system", "content": "You track orders."}])
+    sink = CollectSink()
+    pipe = Pipeline([upstream, tts, proc, history, sink])
+    await pipe.start()
+    try:
+        await pipe.queue_frame(StartFrame())
+        await pipe.queue_frame(TranscriptFrame(text="where is my order", is_final=True))
+        await pipe.queue_frame(TurnEndFrame(detector="test"))
+        await pipe.queue_frame(LLMTextFrame(reply_id=1, text=REPLY[:40]))  # streamed
+        await pipe.queue_frame(LLMTextFrame(reply_id=1, text=REPLY[40:], final=True))
+        await pipe.wait_idle()
+        if stop_at is None:
+            words = proc.cursor.reply(1).words
+            assert words is not None and stop_after is not None
+            # Half way between the end of the word and the end of the next.
+            stop_at = (words[stop_after - 1].end + words[stop_after].end) / 2
+        onset = stop_at - 0.064
+        await clock.advance_to(onset)
+        await pipe.queue_frame(_caller_frame(onset, True))
+        await clock.advance_to(onset + 0.032)
+        await pipe.queue_frame(_caller_frame(onset + 0.032, False))
+        await clock.advance_to(stop_at)
+        await pipe.queue_frame(TranscriptFrame(at=stop_at, text="wait stop"))
+        await pipe.wait_idle()
+        await clock.advance_to(stop_at + 2.0)
+        await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+    return proc, history, upstream, sink, stop_at
+
+
+async def test_turnkit_pipeline_history_holds_the_words_heard_from_the_marks():
+    """Real espeak-ng audio and word timings (TTSProcessor), paced out by
+    the BargeInProcessor, which sends playback marks as samples play; the
+    controller stops the reply on the caller's words; the history after the
+    output is cut to exactly the words whose audio played."""
+    require_espeak()
+    k = 7  # "Your order shipped on Monday, and it" played; "should" not
+    proc, history, upstream, sink, stop_at = await _barge_in_call(TTSProcessor(EspeakTTS()), k)
+    assert proc.actions == [Action.STOP] and proc.confirms == 1
+    marks = [f for f in sink.frames if isinstance(f, PlaybackMarkFrame)]
+    assert len(marks) == proc.marks > 10
+    played = [m.played_s for m in marks]
+    assert played == sorted(played) and played[-1] <= stop_at + 1e-9
+    assert stop_at - played[-1] < 0.02 + 1e-9  # one 20 ms frame
+    stamps = [f for f in sink.frames if isinstance(f, WordTimestampsFrame)]
+    assert len(stamps) == 2  # one per sentence, in the reply's audio time
+    assert stamps[1].words[0].start > stamps[0].words[-1].end
+    heard = " ".join(REPLY.split()[:k])
+    assert history.messages[1:] == [
+        {"role": "user", "content": "where is my order"},
+        {"role": "assistant", "content": heard + " [interrupted by the caller]"},
+    ]
+    assert history.cuts[-1][1].method == "timestamps"
+    # Before the TTS, from the upstream marks alone: the same cut.
+    assert upstream.messages == history.messages
+    assert upstream.cursor.reply(1).marks == len(marks)
+    # The marks' text offsets say how far the caller had heard: the
+    # controller got the same (on_agent_progress), the last one is the cut.
+    assert marks[-1].text_offset == len(heard)
+    assert [m.text_offset for m in marks] == sorted(m.text_offset for m in marks)
+    assert proc.cursor.heard(1).text == heard
+
+
+async def test_turnkit_pipeline_without_word_timings_cuts_on_sentence_anchors():
+    """A TTS without word timings (espeak-ng's whole-sentence rendering):
+    each sentence's audio end anchors the estimate. Stopped in the second
+    sentence, the cut lands within one word of the words played."""
+    require_espeak()
+    tts = TTSProcessor(EspeakTTS(), word_timings=False)
+    words = REPLY.split()
+    first = len(REPLY[: REPLY.index("Would")].split())
+    # 0.6 s into the second sentence.
+    one = await EspeakTTS().synthesize(REPLY[: REPLY.index("Would")].strip())
+    stop_at = len(one) / EspeakTTS.sample_rate + 0.6
+    _, history, upstream, sink, _ = await _barge_in_call(tts, None, stop_at)
+    stamps = [f for f in sink.frames if isinstance(f, WordTimestampsFrame)]
+    assert [s.words for s in stamps] == [[], []] and stamps[0].anchor_offset == len(
+        " ".join(words[:first])
+    )
+    cut = history.cuts[-1][1]
+    assert cut.method == "anchors"
+    assert upstream.messages == history.messages
+    # The reference: espeak-ng's word timings of the same sentence, scaled
+    # to the whole-sentence rendering's length.
+    second = await EspeakTTS().synthesize_words(" ".join(words[first:]))
+    whole = await EspeakTTS().synthesize(" ".join(words[first:]))
+    scale = (len(whole) / EspeakTTS.sample_rate) / second.duration
+    truth = sum(1 for w in second.words if w.end * scale <= 0.6)
+    assert abs((cut.words_kept - first) - truth) <= 1, (cut.text, truth)

@@ -114,10 +114,13 @@ class AudioInFrame(DataFrame):
 
 @dataclass(slots=True, kw_only=True)
 class AudioOutFrame(DataFrame):
-    """Agent audio on its way to the speaker."""
+    """Agent audio on its way to the speaker. ``reply_id`` names the reply
+    it belongs to (0: not known, e.g. a filler line), so the output can
+    report how much of each reply played (:class:`PlaybackMarkFrame`)."""
 
     audio: np.ndarray
     sample_rate: int
+    reply_id: int = 0
 
 
 # --- VAD edges ---------------------------------------------------------------

@@ -55,7 +55,12 @@ class WordTimestampsFrame(SystemFrame):
 
     reply_id: int = 0
     words: list[Word] = field(default_factory=list)
-    audio_s: float | None = None  # the reply's audio length so far, if known
+    audio_s: float | None = None  # the reply's whole audio length, once known
+    # A TTS without word timings still knows where each chunk's audio ends:
+    # the reply's first ``anchor_offset`` characters take ``anchor_s`` seconds
+    # (an anchor for the word estimate; None: no anchor).
+    anchor_s: float | None = None
+    anchor_offset: int = 0
 
 
 @dataclass(slots=True)
@@ -134,11 +139,33 @@ class PlaybackCursor:
     def on_words(
         self, reply_id: int, words: Sequence[Word], audio_s: float | None = None
     ) -> None:
-        """TTS word timestamps (seconds from the reply's first sample)."""
+        """TTS word timestamps (seconds from the reply's first sample);
+        ``audio_s``: the reply's whole audio length, once known."""
         r = self.reply(reply_id)
-        r.words = [*(r.words or []), *words]
+        if words:
+            r.words = [*(r.words or []), *words]
         if audio_s is not None:
             r.duration_s = audio_s
+
+    def on_anchor(self, reply_id: int, audio_s: float, text_offset: int) -> None:
+        """The reply's first ``text_offset`` characters take its first
+        ``audio_s`` seconds of audio (a TTS's chunk boundary)."""
+        r = self.reply(reply_id)
+        if text_offset > 0 and not any(c == text_offset for _, c in r.anchors):
+            r.anchors.append((audio_s, text_offset))
+
+    def on_timestamps(self, frame: WordTimestampsFrame) -> None:
+        """A :class:`WordTimestampsFrame`: its words, length and anchor."""
+        self.on_words(frame.reply_id, frame.words, frame.audio_s)
+        if frame.anchor_s is not None:
+            self.on_anchor(frame.reply_id, frame.anchor_s, frame.anchor_offset)
+
+    def progress(self, reply_id: int) -> int:
+        """How far into the reply's text the caller has heard: the offset
+        after the last word heard so far (0: none, or nothing known)."""
+        if reply_id not in self._replies:
+            return 0
+        return self.heard(reply_id).cut
 
     def on_duration(self, reply_id: int, seconds: float) -> None:
         """The reply's whole audio is this long (the TTS finished it)."""
@@ -165,6 +192,11 @@ class PlaybackCursor:
         """Playback of the reply stopped (``completed`` or ``interrupted``)."""
         r = self.reply(reply_id)
         now = self.clock.now()
+        if r.playing_since is None and r.stop_reason is not None:
+            # Already stopped (a pause, then its confirmation): only the
+            # reason changes; the audio stopped at the first stop.
+            r.stop_reason = reason
+            return
         if r.playing_since is not None:
             r.clock_played_s += max(0.0, now - r.playing_since)
             r.playing_since = None

@@ -122,7 +122,7 @@ class HistoryTruncator(FrameProcessor):
         elif isinstance(frame, AgentTextFrame):
             self._on_text(frame.reply_id, frame.text)
         elif isinstance(frame, WordTimestampsFrame):
-            self.cursor.on_words(frame.reply_id, frame.words, frame.audio_s)
+            self.cursor.on_timestamps(frame)
         elif isinstance(frame, PlaybackMarkFrame):
             self.cursor.on_mark(frame.reply_id, frame.played_s, frame.text_offset)
             reply = self._replies.get(frame.reply_id)

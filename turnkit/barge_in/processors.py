@@ -18,11 +18,26 @@ pipeline (the plugins host the same controller).
   the interruption upstream so generation stops too; ``cancel_pending``
   drops a reply whose audio has not started.
 
+  It is also where the playback marks come from: after each agent frame has
+  played (its duration has passed on the clock) it reports the reply's
+  played audio seconds to its :class:`~turnkit.barge_in.cursor.PlaybackCursor`
+  (with the TTS's :class:`~turnkit.barge_in.cursor.WordTimestampsFrame` s, see
+  :class:`~turnkit.tts.processor.TTSProcessor`), pushes a
+  :class:`~turnkit.frames.PlaybackMarkFrame` both ways (downstream to a
+  :class:`~turnkit.barge_in.history_processor.HistoryTruncator` after the
+  output, upstream to one before it), and tells the controller how far into
+  the reply's text the caller has heard (``on_agent_progress``). The cursor
+  can be shared with the :class:`~turnkit.drafting.responder.Responder`
+  (``Responder(cursor=proc.cursor)``): its history is then cut to the words
+  heard.
+
 Example::
 
     timeline = AudioTimeline(clock, echo=EchoFilter())
-    pipe = Pipeline([TimelineProcessor(timeline), stt, detector, llm, tts,
-                     BargeInProcessor(clock, BargeInController(clock), timeline.echo), output])
+    pipe = Pipeline([TimelineProcessor(timeline), stt, detector, responder,
+                     TTSProcessor(EspeakTTS(), clock),
+                     BargeInProcessor(clock, BargeInController(clock), timeline.echo),
+                     HistoryTruncator(clock), output])
 """
 
 from __future__ import annotations
@@ -32,6 +47,7 @@ import contextlib
 from collections import deque
 
 from turnkit.barge_in.controller import Action, BargeInController
+from turnkit.barge_in.cursor import PlaybackCursor, WordTimestampsFrame
 from turnkit.barge_in.echo import EchoFilter, EchoStep
 from turnkit.clock import Clock
 from turnkit.frames import (
@@ -42,6 +58,7 @@ from turnkit.frames import (
     AudioOutFrame,
     Frame,
     InterruptionFrame,
+    PlaybackMarkFrame,
     StartFrame,
     TranscriptFrame,
     TurnResumedFrame,
@@ -78,8 +95,10 @@ class BargeInProcessor(FrameProcessor):
 
     State: ``playing`` (audio going out), ``paused`` (held by a barge-in
     pause, unplayed audio kept for a possible resume). ``played_s`` counts
-    audio actually played per reply, for the playback cursor. Counters:
-    ``stops`` (pauses and stops), ``resumes``, ``confirms``, ``cancelled``."""
+    audio actually played of the reply now playing; ``cursor`` holds every
+    reply's playback evidence (marks, TTS word timings, text). Counters:
+    ``stops`` (pauses and stops), ``resumes``, ``confirms``, ``cancelled``,
+    ``marks`` (playback marks sent)."""
 
     def __init__(
         self,
@@ -87,10 +106,12 @@ class BargeInProcessor(FrameProcessor):
         controller: BargeInController,
         echo: EchoFilter | None = None,
         frame_s: float = 0.02,
+        cursor: PlaybackCursor | None = None,
     ) -> None:
         super().__init__()
         self.clock = clock
         self.controller = controller
+        self.cursor = cursor if cursor is not None else PlaybackCursor(clock)
         self.echo = echo
         self.frame_s = frame_s
         self._queue: deque[AudioOutFrame] = deque()
@@ -105,6 +126,9 @@ class BargeInProcessor(FrameProcessor):
         self.resumes = 0
         self.confirms = 0
         self.cancelled = 0
+        self.marks = 0
+        self._texts: dict[int, str] = {}  # each reply's text, as its chunks came
+        self._playing_id = 0  # the reply whose audio is going out
         self.actions: list[Action] = []  # every action executed, in order
 
     @property
@@ -114,14 +138,33 @@ class BargeInProcessor(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         if isinstance(frame, StartFrame):
             self.controller.reset()
-        elif isinstance(frame, AgentTextFrame):
+        elif isinstance(frame, AgentTextFrame) and direction is FrameDirection.DOWNSTREAM:
             # The reply text for this audio: context for "okay" after a question.
+            text = self._add_text(frame.reply_id, frame.text)
             self.reply_id = frame.reply_id
-            self.reply_text = frame.text
-            if self.playing or self.paused:
-                self.controller.on_agent_text(frame.text)
-            else:
+            self.reply_text = text
+            if (self.playing or self.paused) and frame.reply_id == self._playing_id:
+                self.controller.on_agent_text(text)
+                await self.push_frame(
+                    AgentTextFrame(at=frame.at, reply_id=frame.reply_id, text=frame.text),
+                    FrameDirection.UPSTREAM,
+                )
+            elif not (self.playing or self.paused):
                 self.controller.on_reply_pending(True)
+        elif isinstance(frame, WordTimestampsFrame) and direction is FrameDirection.DOWNSTREAM:
+            self.cursor.on_timestamps(frame)
+            # Upstream too: a history kept before the output sees them.
+            await self.push_frame(
+                WordTimestampsFrame(
+                    at=frame.at,
+                    reply_id=frame.reply_id,
+                    words=list(frame.words),
+                    audio_s=frame.audio_s,
+                    anchor_s=frame.anchor_s,
+                    anchor_offset=frame.anchor_offset,
+                ),
+                FrameDirection.UPSTREAM,
+            )
         elif isinstance(frame, AudioOutFrame) and direction is FrameDirection.DOWNSTREAM:
             if self.paused:
                 self._held.append(frame)
@@ -161,15 +204,45 @@ class BargeInProcessor(FrameProcessor):
         if self._player is None or self._player.done():
             self._player = asyncio.create_task(self._play(), name="turnkit:barge-in-player")
 
+    def _add_text(self, reply_id: int, text: str) -> str:
+        """The reply's text with ``text`` added: a chunk extends it (one
+        space between), the whole text again replaces it."""
+        old = self._texts.get(reply_id, "")
+        if not old or text.startswith(old):
+            new = text
+        elif old.startswith(text):
+            new = old
+        else:
+            new = f"{old} {text}"
+        self._texts[reply_id] = new
+        while len(self._texts) > 64:
+            self._texts.pop(next(iter(self._texts)))
+        r = self.cursor.reply(reply_id)
+        # A shared cursor may already hold more of it (the Responder's text).
+        if not r.text.startswith(new):
+            self.cursor.on_text(reply_id, new, append=False)
+        return new
+
     async def _play(self) -> None:
         while self._queue and not self.paused:
             frame = self._queue.popleft()
+            rid = frame.reply_id or self.reply_id
+            if self.playing and rid != self._playing_id:
+                # The next reply's audio follows the last one's without a gap.
+                await self._finish("completed")
             if not self.playing:
                 self.playing = True
                 self.played_s = 0.0
+                self._playing_id = rid
                 now = self.clock.now()
-                self.controller.on_agent_started(self.reply_text, now)
-                await self.push_frame(AgentAudioStartedFrame(at=now, reply_id=self.reply_id))
+                text = self._texts.get(rid, self.reply_text)
+                self.controller.on_agent_started(text, now)
+                self.cursor.on_started(rid)
+                await self.push_frame(AgentAudioStartedFrame(at=now, reply_id=rid))
+                if text:
+                    await self.push_frame(
+                        AgentTextFrame(at=now, reply_id=rid, text=text), FrameDirection.UPSTREAM
+                    )
             now = self.clock.now()
             if self.echo is not None:
                 # What the loudspeaker plays is the echo filter's reference.
@@ -179,17 +252,34 @@ class BargeInProcessor(FrameProcessor):
             dur = len(frame.audio) / frame.sample_rate
             await self.clock.sleep(dur)
             self.played_s += dur
+            await self._mark(rid)
         if self.playing and not self.paused and not self._queue:
             await self._finish("completed")
+
+    async def _mark(self, rid: int) -> None:
+        """The frame's samples have played: report it (cursor, marks both
+        ways, the controller's progress through the reply's text)."""
+        now = self.clock.now()
+        self.cursor.on_mark(rid, self.played_s)
+        offset = self.cursor.progress(rid)
+        self.controller.on_agent_progress(offset)
+        self.marks += 1
+        for direction in (FrameDirection.DOWNSTREAM, FrameDirection.UPSTREAM):
+            await self.push_frame(
+                PlaybackMarkFrame(
+                    at=now, reply_id=rid, played_s=self.played_s, text_offset=offset
+                ),
+                direction,
+            )
 
     async def _finish(self, reason: str) -> None:
         self.playing = False
         now = self.clock.now()
+        rid = self._playing_id
         if reason != "paused":
             self.controller.on_agent_stopped(now)
-        await self.push_frame(
-            AgentAudioStoppedFrame(at=now, reply_id=self.reply_id, reason=reason)
-        )
+        self.cursor.on_stopped(rid, "interrupted" if reason == "paused" else reason)
+        await self.push_frame(AgentAudioStoppedFrame(at=now, reply_id=rid, reason=reason))
 
     async def interrupt(self) -> None:
         """Pause now: every queued agent frame is set aside in one step and
@@ -215,7 +305,8 @@ class BargeInProcessor(FrameProcessor):
         now = self.clock.now()
         if self._queue:
             self.playing = True
-            await self.push_frame(AgentAudioStartedFrame(at=now, reply_id=self.reply_id))
+            self.cursor.on_started(self._playing_id)
+            await self.push_frame(AgentAudioStartedFrame(at=now, reply_id=self._playing_id))
             self._ensure_player()
         else:
             self.controller.on_agent_stopped(now)
@@ -228,8 +319,9 @@ class BargeInProcessor(FrameProcessor):
         self._held.clear()
         now = self.clock.now()
         self.controller.on_agent_stopped(now)
+        self.cursor.on_stopped(self._playing_id, "interrupted")
         await self.push_frame(
-            AgentAudioStoppedFrame(at=now, reply_id=self.reply_id, reason="interrupted")
+            AgentAudioStoppedFrame(at=now, reply_id=self._playing_id, reason="interrupted")
         )
         await self.push_frame(
             InterruptionFrame(at=now, reason="barge-in confirmed"), FrameDirection.UPSTREAM

@@ -8,11 +8,13 @@ Example::
 
 from turnkit.tts.base import TTS, TTSError, TTSUnavailable, WordTimedAudio, WordTimedTTS
 from turnkit.tts.espeak import EspeakTTS
+from turnkit.tts.processor import TTSProcessor
 
 __all__ = [
     "TTS",
     "EspeakTTS",
     "TTSError",
+    "TTSProcessor",
     "TTSUnavailable",
     "WordTimedAudio",
     "WordTimedTTS",

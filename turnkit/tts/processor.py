@@ -1,0 +1,176 @@
+"""The TTS stage of turnkit's pipeline: reply text in, timed agent audio out.
+
+:class:`TTSProcessor` sits between the reply's text source
+(:class:`~turnkit.drafting.responder.ResponderProcessor`, which emits
+:class:`~turnkit.frames.LLMTextFrame`) and the output that plays audio
+(:class:`~turnkit.barge_in.processors.BargeInProcessor`). For each reply it
+renders the text sentence by sentence (a sentence is spoken as soon as its
+end arrives; the rest at the reply's ``final`` frame) and pushes downstream,
+per sentence:
+
+1. :class:`~turnkit.frames.AgentTextFrame` — the sentence (chunks of one
+   ``reply_id`` extend the reply's text, joined by one space);
+2. :class:`~turnkit.barge_in.cursor.WordTimestampsFrame` — where each of its
+   words lies in the reply's audio (seconds from the reply's first sample).
+   With a :class:`~turnkit.tts.base.WordTimedTTS` (espeak-ng:
+   :meth:`~turnkit.tts.espeak.EspeakTTS.synthesize_words`) these are the
+   engine's exact word timings; with a plain :class:`~turnkit.tts.base.TTS`
+   there are none, and the frame carries an *anchor* instead (the reply's
+   first N characters take its first T seconds: the sentence's audio end),
+   from which the playback cursor estimates word times inside the sentence
+   (:func:`~turnkit.barge_in.truncation.estimate_word_timings`; its error
+   is measured in ``benchmarks/bench_truncation.py``);
+3. :class:`~turnkit.frames.AudioOutFrame` s of ``frame_s`` each, tagged with
+   the reply id, at ``sample_rate``.
+
+The output turns these into :class:`~turnkit.frames.PlaybackMarkFrame` s as
+the samples actually play; the cursor maps marks to words heard.
+
+It decides what audio a reply's text becomes and where its words lie; not
+whether it plays. An :class:`~turnkit.frames.InterruptionFrame` (either
+direction) ends every reply seen so far: their unspoken text is dropped and
+any later text of theirs is ignored (the caller took the floor).
+
+Example::
+
+    tts = TTSProcessor(EspeakTTS("en-us"), clock, sample_rate=16000)
+    pipe = Pipeline([timeline, stt, detector, responder, tts,
+                     BargeInProcessor(clock, controller, echo), history, output])
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from turnkit.audio.wav import resample
+from turnkit.barge_in.cursor import WordTimestampsFrame
+from turnkit.clock import Clock
+from turnkit.frames import AgentTextFrame, AudioOutFrame, Frame, InterruptionFrame, LLMTextFrame
+from turnkit.frames import Word as TimedWord
+from turnkit.pipeline import FrameDirection, FrameProcessor
+from turnkit.tts.base import TTS, TTSError, WordTimedTTS
+
+__all__ = ["TTSProcessor"]
+
+log = logging.getLogger(__name__)
+
+# A sentence ends at . ! ? (closing quotes/brackets allowed) followed by space.
+_SENTENCE_END = re.compile(r"[.!?…]+[\"')\]»”’]*\s+")
+
+
+@dataclass(slots=True)
+class _Reply:
+    pending: str = ""  # text not yet spoken
+    text: str = ""  # text spoken so far (sentences joined by one space)
+    audio_s: float = 0.0  # audio pushed so far
+    done: bool = False
+
+
+class TTSProcessor(FrameProcessor):
+    """Renders each reply's text to audio with word timings (see the module
+    docstring). ``rendered`` counts sentences rendered, ``failed`` those the
+    engine could not render (logged; the reply goes on without them)."""
+
+    def __init__(
+        self,
+        tts: TTS,
+        clock: Clock | None = None,
+        *,
+        sample_rate: int = 16000,
+        frame_s: float = 0.02,
+        word_timings: bool = True,
+    ) -> None:
+        super().__init__()
+        if frame_s <= 0:
+            raise ValueError(f"frame_s must be positive, got {frame_s}")
+        self.tts = tts
+        self.clock = clock  # stamps the frames' ``at`` (0.0 without one)
+        self.sample_rate = sample_rate
+        self.frame_s = frame_s
+        # Use the engine's word timings when it has them (False: anchors only,
+        # as a plain TTS gives).
+        self.word_timings = word_timings and isinstance(tts, WordTimedTTS)
+        self.rendered = 0
+        self.failed = 0
+        self._replies: dict[int, _Reply] = {}
+        self._dead: set[int] = set()
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        if isinstance(frame, LLMTextFrame) and direction is FrameDirection.DOWNSTREAM:
+            await self._on_text(frame)
+            return
+        if isinstance(frame, InterruptionFrame):
+            # Every reply seen so far is over: nothing more of it is spoken.
+            self._dead.update(self._replies)
+            self._replies.clear()
+        await self.push_frame(frame, direction)
+
+    async def _on_text(self, frame: LLMTextFrame) -> None:
+        rid = frame.reply_id
+        if rid in self._dead:
+            return
+        reply = self._replies.setdefault(rid, _Reply())
+        reply.pending += frame.text
+        while True:
+            m = _SENTENCE_END.search(reply.pending)
+            if m is None:
+                break
+            sentence, reply.pending = reply.pending[: m.end()], reply.pending[m.end() :]
+            await self._speak(rid, reply, sentence)
+        if frame.final:
+            if reply.pending.strip():
+                await self._speak(rid, reply, reply.pending)
+            reply.pending = ""
+            reply.done = True
+            self._replies.pop(rid, None)
+            self._dead.add(rid)  # a late frame of a finished reply is not spoken
+
+    async def _speak(self, rid: int, reply: _Reply, sentence: str) -> None:
+        sentence = " ".join(sentence.split())
+        if not sentence or not re.search(r"\w", sentence):
+            return
+        try:
+            if self.word_timings:
+                timed = await self.tts.synthesize_words(sentence)  # type: ignore[attr-defined]
+                audio, rate, words = timed.audio, timed.sample_rate, list(timed.words)
+            else:
+                audio, rate, words = await self.tts.synthesize(sentence), self.tts.sample_rate, []
+        except (TTSError, ValueError) as exc:
+            self.failed += 1
+            log.warning("TTS failed for reply %d (%r): %s", rid, sentence[:40], exc)
+            return
+        if rid in self._dead:  # interrupted while it rendered
+            return
+        audio = resample(np.asarray(audio, np.float32), int(rate), self.sample_rate)
+        self.rendered += 1
+        base = reply.audio_s
+        reply.text = f"{reply.text} {sentence}" if reply.text else sentence
+        reply.audio_s = base + len(audio) / self.sample_rate
+        now = self.clock.now() if self.clock is not None else 0.0
+        await self.push_frame(AgentTextFrame(at=now, reply_id=rid, text=sentence))
+        if words:
+            stamps = WordTimestampsFrame(
+                at=now,
+                reply_id=rid,
+                words=[
+                    TimedWord(text=w.text, start=base + w.start, end=base + w.end) for w in words
+                ],
+            )
+        else:
+            stamps = WordTimestampsFrame(
+                at=now, reply_id=rid, anchor_s=reply.audio_s, anchor_offset=len(reply.text)
+            )
+        await self.push_frame(stamps)
+        n = max(1, round(self.frame_s * self.sample_rate))
+        for i in range(0, len(audio), n):
+            if rid in self._dead:
+                return
+            await self.push_frame(
+                AudioOutFrame(
+                    at=now, audio=audio[i : i + n], sample_rate=self.sample_rate, reply_id=rid
+                )
+            )
