@@ -12,11 +12,19 @@ supported pieces only:
   which both its audio-activity interruption and its commit-while-speaking
   path check, then never opens by itself (``mode="vad"``: no cloud model;
   ``resume_false_interruption`` off: turnkit's decision is final);
-* :class:`EchoGateInput` — wraps ``session.input.audio``: each 32 ms of mic
-  audio (16 kHz) goes through turnkit's :class:`~turnkit.barge_in.EchoFilter`
+* :class:`~turnkit_livekit.timeline.TimelineInput` — wraps
+  ``session.input.audio`` with the session's one
+  :class:`~turnkit.audio.timeline.AudioTimeline`: each 32 ms of mic audio
+  (16 kHz) goes through turnkit's :class:`~turnkit.barge_in.EchoFilter`
   (reference: what :class:`PlaybackTap` played) before LiveKit's VAD and STT
-  hear it, and through turnkit's Silero VAD, whose verdicts (with the block)
-  feed turnkit's :class:`~turnkit.barge_in.BargeInController`;
+  hear it, and through the session's one Silero VAD, whose verdicts (with
+  the frame) feed turnkit's :class:`~turnkit.barge_in.BargeInController`.
+  When the session's turn detector is turnkit's
+  (:class:`~turnkit_livekit.detectors.TurnkitStreamingDetector`), the
+  timeline is its stream's (:meth:`~turnkit_livekit.detectors.TurnkitDetectorStream.share_timeline`)
+  and the stream reads the verdicts the frames carry: one VAD, one echo
+  filter, one 16 kHz converter and one audio clock per session, the
+  controller and the detector seeing the same speech edges;
 * the controller decides; :class:`BargeInFilter` only executes its actions
   through the session's public API: ``stop``/``confirm`` →
   ``session.interrupt()``; ``pause`` → ``session.output.audio.pause()`` (when
@@ -37,8 +45,9 @@ supported pieces only:
   ``sync_transcription=False``) LiveKit would store the whole generated text.
   :class:`ReplyTextTap` (``session.output.transcription``) collects the text.
 
-Everything runs on one timeline, the mic audio's own (:class:`MicClock`),
-as ``turnkit replay`` does.
+Everything runs on one timeline, the mic audio's own (the timeline's
+:class:`~turnkit.audio.timeline.AudioClock`: seconds of caller audio
+framed), as ``turnkit replay`` does.
 
 Example::
 
@@ -60,15 +69,16 @@ from typing import Any
 import numpy as np
 from livekit import rtc
 from livekit.agents import AgentSession, llm
+from livekit.agents.utils import is_given
 from livekit.agents.voice.io import (
-    AudioInput,
     AudioOutput,
     TextOutput,
     TimedString,
 )
 from livekit.agents.voice.turn import InterruptionOptions
 
-from turnkit.audio.vad import VADAnalyzer, VADParams, VADStep
+from turnkit.audio.timeline import FRAME_SAMPLES, SAMPLE_RATE, AudioTimeline
+from turnkit.audio.vad import VADAnalyzer, VADParams
 from turnkit.barge_in import (
     Action,
     BargeInController,
@@ -78,13 +88,13 @@ from turnkit.barge_in import (
     PlaybackCursor,
     TruncationConfig,
 )
-from turnkit.frames import Word
+from turnkit.frames import AudioInFrame, Word
+from turnkit_livekit.detectors import TurnkitDetectorStream, TurnkitStreamingDetector
+from turnkit_livekit.timeline import TimelineInput
 
 __all__ = [
     "HANDED_OVER",
     "BargeInFilter",
-    "EchoGateInput",
-    "MicClock",
     "PlaybackTap",
     "ReplyTextTap",
     "filter_barge_in",
@@ -93,8 +103,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SR = 16000
-FRAME = 512  # turnkit's VAD and echo filter work on 32 ms at 16 kHz
+SR = SAMPLE_RATE  # the timeline's rate: the echo reference's, the mic clock's
 HANDED_OVER = 1_000_000  # interruption.min_words no utterance reaches: turnkit decides
 
 
@@ -111,101 +120,18 @@ def interruption_options(**overrides: Any) -> InterruptionOptions:
     return InterruptionOptions(**opts)  # type: ignore[typeddict-item]
 
 
-class MicClock:
-    """Seconds of caller audio heard so far: the timeline every turnkit
-    policy in a LiveKit session runs on (echo reference, VAD edges, the
-    controller's waits, playback marks)."""
+@dataclass(frozen=True, slots=True)
+class _Ref:
+    """Agent audio for the echo reference, as the sink got it (int16 at the
+    TTS's rate) or read back from the reference (float32, 16 kHz)."""
 
-    def __init__(self) -> None:
-        self.samples = 0
+    audio: np.ndarray
+    rate: int
+    channels: int = 1
 
-    def now(self) -> float:
-        return self.samples / SR
-
-    async def sleep(self, seconds: float) -> None:  # Clock protocol; unused by the filters
-        await asyncio.sleep(max(0.0, seconds))
-
-
-def _mono_i16(frame: rtc.AudioFrame) -> np.ndarray:
-    pcm = np.frombuffer(frame.data, dtype=np.int16)
-    return pcm.reshape(-1, frame.num_channels)[:, 0] if frame.num_channels > 1 else pcm
-
-
-class _To16k:
-    """Mono 16 kHz float32 from LiveKit frames of any rate (streaming resampler)."""
-
-    def __init__(self) -> None:
-        self._rate: int | None = None
-        self._res: rtc.AudioResampler | None = None
-
-    def __call__(self, frame: rtc.AudioFrame) -> np.ndarray:
-        mono = _mono_i16(frame)
-        if frame.sample_rate == SR:
-            return mono.astype(np.float32) / 32768.0
-        if self._rate != frame.sample_rate:
-            self._rate = frame.sample_rate
-            self._res = rtc.AudioResampler(frame.sample_rate, SR, num_channels=1)
-        assert self._res is not None
-        out = self._res.push(rtc.AudioFrame(mono.tobytes(), frame.sample_rate, 1, len(mono)))
-        if not out:
-            return np.zeros(0, np.float32)
-        return np.concatenate([np.frombuffer(f.data, np.int16) for f in out]).astype(
-            np.float32
-        ) / 32768.0
-
-
-class EchoGateInput(AudioInput):
-    """Mic audio through turnkit's echo filter and VAD before LiveKit hears it.
-
-    Re-frames the source to 32 ms at 16 kHz mono (what the filter and the
-    VAD were tuned on); each block is echo-suppressed (when an
-    :class:`~turnkit.barge_in.EchoFilter` is given), its VAD verdict goes to
-    ``on_step``, and the cleaned block is what LiveKit's VAD and STT get.
-    """
-
-    def __init__(
-        self,
-        source: AudioInput,
-        clock: MicClock,
-        *,
-        echo: EchoFilter | None,
-        vad: VADAnalyzer,
-        on_step: Any,
-        before_block: Any = None,
-    ) -> None:
-        super().__init__(label="turnkit-echo-gate", source=source)
-        self.clock = clock
-        self.echo = echo
-        self.vad = vad
-        self.on_step = on_step
-        self.before_block = before_block
-        self.echo_frames = 0  # blocks judged the agent's echo alone
-        self._to16k = _To16k()
-        self._buf = np.zeros(0, np.float32)
-        self._out: deque[rtc.AudioFrame] = deque()
-
-    async def __anext__(self) -> rtc.AudioFrame:
-        while not self._out:
-            frame = await super().__anext__()
-            self._buf = np.concatenate([self._buf, self._to16k(frame)])
-            while len(self._buf) >= FRAME:
-                block, self._buf = self._buf[:FRAME], self._buf[FRAME:]
-                self._out.append(self._process(block))
-        return self._out.popleft()
-
-    def _process(self, block: np.ndarray) -> rtc.AudioFrame:
-        at = self.clock.now()
-        if self.before_block is not None:
-            self.before_block(at)
-        if self.echo is not None:
-            step = self.echo.process(block, at)
-            self.echo_frames += step.echo_only
-            block = step.audio
-        v = self.vad.analyze(block, at)
-        self.clock.samples += FRAME
-        self.on_step(v, block)
-        pcm = (np.clip(block, -1.0, 1.0) * 32767).astype(np.int16)
-        return rtc.AudioFrame(pcm.tobytes(), SR, 1, FRAME)
+    @property
+    def duration(self) -> float:
+        return len(self.audio) / self.channels / self.rate
 
 
 @dataclass
@@ -297,11 +223,10 @@ class PlaybackTap(AudioOutput):
             sample_rate=sink.sample_rate,
         )
         self.owner = owner
-        self._to16k = _To16k()
         self._play_end = 0.0  # where the last scheduled audio ends (mic timeline)
         self._pushed_end = 0.0  # how far the echo filter's reference reaches
-        self._scheduled: deque[tuple[float, np.ndarray]] = deque()
-        self._held: list[np.ndarray] = []  # unplayed reference while paused
+        self._scheduled: deque[tuple[float, _Ref]] = deque()
+        self._held: list[_Ref] = []  # unplayed reference while paused
         self._paused = False
         self._reply: _Reply | None = None
         self.reply_count = 0
@@ -317,22 +242,30 @@ class PlaybackTap(AudioOutput):
             o._agent_started(self._reply, max(self._play_end, now))
         self._reply.captured_s += frame.duration
         if o.echo is not None:
-            audio = self._to16k(frame)
+            ref = _Ref(
+                np.frombuffer(frame.data, dtype=np.int16), frame.sample_rate, frame.num_channels
+            )
             if self._paused:
-                self._held.append(audio)
+                self._held.append(ref)
             else:
                 at = max(self._play_end, now)
-                self._scheduled.append((at, audio))
-                self._play_end = at + len(audio) / SR
+                self._scheduled.append((at, ref))
+                self._play_end = at + ref.duration
         assert self.next_in_chain is not None
         await self.next_in_chain.capture_frame(frame)
 
     def feed_reference(self, now: float) -> None:
-        echo = self.owner.echo
-        while echo is not None and self._scheduled and self._scheduled[0][0] <= now + self.AHEAD_S:
-            at, audio = self._scheduled.popleft()
-            echo.push_reference(audio, at)
-            self._pushed_end = at + len(audio) / SR
+        """Hand the echo filter the reference that plays up to ``now``
+        (and :attr:`AHEAD_S` beyond), through the timeline's converter."""
+        timeline = self.owner.timeline
+        while (
+            timeline.echo is not None
+            and self._scheduled
+            and self._scheduled[0][0] <= now + self.AHEAD_S
+        ):
+            at, ref = self._scheduled.popleft()
+            timeline.push_reference(ref.audio, ref.rate, at=at, channels=ref.channels)
+            self._pushed_end = at + ref.duration
 
     def flush(self) -> None:
         super().flush()
@@ -342,17 +275,17 @@ class PlaybackTap(AudioOutput):
         assert self.next_in_chain is not None
         self.next_in_chain.flush()
 
-    def _cut_reference(self) -> list[np.ndarray]:
+    def _cut_reference(self) -> list[_Ref]:
         """Stop the reference now; returns what was still to play."""
         o = self.owner
-        left: list[np.ndarray] = []
+        left: list[_Ref] = []
         if o.echo is not None:
             now = o.clock.now()
             ahead = max(0.0, self._pushed_end - now)
             if ahead > 0:
-                left.append(o.echo.reference.read(round(now * SR), round(ahead * SR)))
+                left.append(_Ref(o.echo.reference.read(round(now * SR), round(ahead * SR)), SR))
             o.echo.reference.write(np.zeros(0, np.float32), round(now * SR))
-            left.extend(a for _, a in self._scheduled)
+            left.extend(r for _, r in self._scheduled)
             self._scheduled.clear()
             self._play_end = self._pushed_end = now
         return left
@@ -377,9 +310,9 @@ class PlaybackTap(AudioOutput):
             self._paused = False
             now = self.owner.clock.now()
             self._play_end = max(self._play_end, now)
-            for audio in self._held:
-                self._scheduled.append((self._play_end, audio))
-                self._play_end += len(audio) / SR
+            for ref in self._held:
+                self._scheduled.append((self._play_end, ref))
+                self._play_end += ref.duration
             self._held = []
         super().resume()
 
@@ -419,7 +352,10 @@ class Truncation:
 
 class BargeInFilter:
     """Executes turnkit's barge-in controller's actions in a running LiveKit
-    session (see the module docstring); decides nothing itself. Counters:
+    session (see the module docstring); decides nothing itself. The
+    controller hears the session's one :attr:`timeline` (its echo filter,
+    VAD and clock): the turnkit turn detector's stream's when the session
+    has one (``stream``), else its own. Counters:
     ``stops`` (interruptions made, with ``reasons``), ``acknowledgements``
     (backchannels let pass), ``pending_stops`` (pending replies cancelled by
     caller speech), ``provisional_stops`` (pauses), ``resumes``,
@@ -437,13 +373,27 @@ class BargeInFilter:
         truncation: TruncationConfig | None = None,
     ) -> None:
         self.session = session
-        self.clock = MicClock()
-        self.controller = BargeInController(self.clock, language, params)
+        if session.input.audio is None or session.output.audio is None:
+            raise ValueError(
+                "filter_barge_in: the session has no audio input/output yet "
+                "(call it after session.start)"
+            )
+        # The session's one timeline: the turnkit detector stream's, if the
+        # session runs one (its detector then reads the frames judged here).
+        self.stream = session_stream(session)
+        self.timeline = (
+            self.stream.share_timeline() if self.stream is not None else AudioTimeline()
+        )
         if isinstance(echo, EchoFilter):
-            self.echo: EchoFilter | None = echo
+            self.timeline.echo = echo
         else:
-            self.echo = EchoFilter(echo_params, rate=SR, frame_samples=FRAME) if echo else None
-        self.vad = VADAnalyzer(params=vad_params)
+            self.timeline.echo = (
+                EchoFilter(echo_params, rate=SR, frame_samples=FRAME_SAMPLES) if echo else None
+            )
+        if vad_params is not None:
+            self.timeline.vad.params = vad_params  # the session's one VAD: the detector's too
+        self.clock = self.timeline.clock
+        self.controller = BargeInController(self.clock, language, params)
         # LiveKit marks an interrupted message itself (interrupted=True); by
         # default the stored text is exactly the heard words, no note.
         self.truncation = truncation or TruncationConfig(note=None)
@@ -461,22 +411,14 @@ class BargeInFilter:
         self.truncations: list[Truncation] = []
         self._finals: list[str] = []
         self._interim = ""
-        self.input: EchoGateInput | None = None
         self.output: PlaybackTap | None = None
         self.text = ReplyTextTap(session.output.transcription)
         self.text.listeners.append(self._on_reply_text)
-        if session.input.audio is None or session.output.audio is None:
-            raise ValueError(
-                "filter_barge_in: the session has no audio input/output yet "
-                "(call it after session.start)"
-            )
-        self.input = EchoGateInput(
+        self.input = TimelineInput(
             session.input.audio,
-            self.clock,
-            echo=self.echo,
-            vad=self.vad,
-            on_step=self._on_vad,
-            before_block=self._before_block,
+            self.timeline,
+            on_frame=self._on_frame,
+            before=self._before_frame,
         )
         self.output = PlaybackTap(session.output.audio, self)
         session.input.audio = self.input
@@ -485,10 +427,20 @@ class BargeInFilter:
         session.on("user_input_transcribed", self._on_transcribed)
         session.on("conversation_item_added", self._on_item)
 
+    @property
+    def echo(self) -> EchoFilter | None:
+        """The session's echo filter (the timeline's)."""
+        return self.timeline.echo
+
+    @property
+    def vad(self) -> VADAnalyzer:
+        """The session's one VAD (the timeline's)."""
+        return self.timeline.vad
+
     # -- caller side ------------------------------------------------------------
-    def _before_block(self, at: float) -> None:
+    def _before_frame(self, until: float) -> None:
         if self.output is not None:
-            self.output.feed_reference(at)
+            self.output.feed_reference(until)
 
     def _reply_pending(self) -> bool:
         """A reply is on its way (LiveKit's current speech) but not audible yet."""
@@ -500,9 +452,10 @@ class BargeInFilter:
             and not self._audible
         )
 
-    def _on_vad(self, v: VADStep, block: np.ndarray | None = None) -> None:
+    def _on_frame(self, frame: AudioInFrame) -> None:
+        assert frame.vad is not None
         self.controller.on_reply_pending(self._reply_pending())
-        self._execute(self.controller.on_frame(v, block))
+        self._execute(self.controller.on_frame(frame.vad, frame.audio))
 
     def _on_transcribed(self, ev: Any) -> None:
         log.debug("transcript at %.2f s: %r final=%s", self.clock.now(), ev.transcript, ev.is_final)
@@ -638,6 +591,23 @@ class BargeInFilter:
         if out and self.truncation.note:
             out += self.truncation.note
         return out
+
+
+def session_stream(session: AgentSession) -> TurnkitDetectorStream | None:
+    """The running turnkit detector stream of ``session``: its agent's turn
+    detector (else the session's) when that is a
+    :class:`~turnkit_livekit.detectors.TurnkitStreamingDetector`, its newest
+    open stream no input drives yet (one detector object per session, as
+    :func:`turnkit_livekit.attach` assumes). None without one."""
+    detector: Any = session.turn_detection
+    with contextlib.suppress(RuntimeError):  # no agent running
+        agent_td = session.current_agent.turn_detection
+        if is_given(agent_td):
+            detector = agent_td
+    if not isinstance(detector, TurnkitStreamingDetector):
+        return None
+    live = [s for s in detector.streams if not s.closed and not s.shared]
+    return live[-1] if live else None
 
 
 def filter_barge_in(

@@ -10,10 +10,15 @@ ceiling, fallbacks) — exactly as ``turnkit replay`` runs it:
 * :class:`TurnkitStreamingDetector` (what :func:`turn_detector` returns for
   every spec: ``smart-turn``, ``fused``, ``silence``, ``semantic-text``,
   ``llm-eou``). Every caller frame LiveKit receives goes to
-  ``stream().push_audio``; the stream's one
+  ``stream().push_audio``; the session's one
   :class:`~turnkit.audio.timeline.AudioTimeline` converts it to 16 kHz,
   frames it to 32 ms, runs the session's one Silero VAD and keeps the audio
-  clock (time = caller audio received, as in replay). The caller's words
+  clock (time = caller audio received, as in replay). Without a barge-in
+  filter the stream holds that timeline; with
+  :func:`turnkit_livekit.filter_barge_in` the timeline sits in front of
+  LiveKit (:class:`turnkit_livekit.timeline.TimelineInput`, echo filter
+  included) and the frames reach the stream already judged, so the
+  detector and the barge-in controller read the same VAD. The caller's words
   come in through :func:`turnkit_livekit.attach` (the session's
   ``user_input_transcribed`` events → :meth:`TurnkitDetectorStream.push_transcript`):
   a detector that reads words (``semantic-text``, ``llm-eou``, ``fused``)
@@ -70,6 +75,7 @@ from turnkit.clock import VirtualClock
 from turnkit.detectors.base import EndOfTurnDetector
 from turnkit.detectors.registry import available, create_detector, parse_spec
 from turnkit.frames import (
+    AudioInFrame,
     SystemFrame,
     TranscriptFrame,
     TurnEagerFrame,
@@ -77,10 +83,10 @@ from turnkit.frames import (
     TurnResumedFrame,
 )
 from turnkit.text.normalize import normalize_text
+from turnkit_livekit.timeline import judged
 
 __all__ = [
     "SAMPLE_RATE",
-    "AudioTimeClock",
     "TurnkitDetectorStream",
     "TurnkitStreamingDetector",
     "TurnkitTextDetector",
@@ -207,14 +213,13 @@ class TurnkitTextDetector:
         return p
 
 
-AudioTimeClock = AudioClock  # the stream's clock is the timeline's audio clock
-
-
 class TurnkitStreamingDetector:
     """LiveKit streaming (audio) turn detector backed by a turnkit detector.
 
-    Each :meth:`stream` gets its own detector and
-    :class:`~turnkit.audio.timeline.AudioTimeline` (one VAD per session).
+    Each :meth:`stream` (one per session) gets its own detector, which
+    reads the session's one :class:`~turnkit.audio.timeline.AudioTimeline`
+    (one VAD per session, shared with the barge-in filter when there is
+    one; see :class:`TurnkitDetectorStream`).
     ``on_signal`` is called with every turn signal the detector emits
     (``TurnEagerFrame`` / ``TurnEndFrame`` / ``TurnResumedFrame``): hosts
     use it for drafting and metrics.
@@ -256,15 +261,33 @@ class TurnkitStreamingDetector:
 
 
 class TurnkitDetectorStream:
-    """One session's detector stream (LiveKit's ``_StreamingTurnDetectorStream``)."""
+    """One session's detector stream (LiveKit's ``_StreamingTurnDetectorStream``).
+
+    Decides nothing itself: it gives the turnkit detector each 32 ms frame
+    of the session's :class:`~turnkit.audio.timeline.AudioTimeline` (with
+    its VAD verdict) and the caller's words, and resolves LiveKit's
+    ``predict()`` with the detector's decision. The timeline is the
+    session's one: the stream's own (created by the first frame LiveKit
+    hands it), or, once :func:`turnkit_livekit.filter_barge_in` sits in
+    front of LiveKit, the one that input drives — its frames arrive judged
+    (:func:`turnkit_livekit.timeline.judged`) and are used as they are, so
+    the detector and the barge-in controller read one VAD's speech edges.
+    The detector's clock (:attr:`clock`) is the end of the last frame it
+    was given, on the timeline's audio time.
+    """
 
     def __init__(self, owner: TurnkitStreamingDetector) -> None:
         self._owner = owner
+        # The detector's time: the end of the last frame it was given (the
+        # timeline's clock may be ahead of it: the input judges frames
+        # before this stream's task takes them from its queue).
         self.clock = AudioClock()
         self.detector: EndOfTurnDetector = create_detector(owner.spec, self.clock)
-        # The session's one timeline: 16 kHz, 32 ms frames, VAD, audio clock.
-        self.timeline = AudioTimeline(self.clock)
-        self.timeline.attach(self.detector)
+        self._timeline: AudioTimeline | None = None  # made by the first frame, or shared
+        self._shared = False  # an input in front of LiveKit drives the timeline
+        self._foreign_warned = False
+        self.frames = 0  # 32 ms frames given to the detector
+        self._speech_end = 0.0  # the VAD's speech end as of the last frame given
         self.reads_text = bool(getattr(self.detector.scorer, "reads_text", False))
         self._q: asyncio.Queue[rtc.AudioFrame | str | None] = asyncio.Queue()
         self._finals: list[str] = []  # the current turn's final transcripts
@@ -278,6 +301,62 @@ class TurnkitDetectorStream:
         self.end_silence_ms: dict[int, float] = {}  # id(TurnEndFrame) -> audio silence then
         self.predictions = 0
         self._task = asyncio.get_running_loop().create_task(self._run(), name="turnkit-detector")
+
+    # -- the session's timeline -----------------------------------------------------
+    @property
+    def timeline(self) -> AudioTimeline:
+        """The session's one timeline (16 kHz, 32 ms frames, VAD, audio clock)."""
+        if self._timeline is None:
+            self._use(AudioTimeline())
+        assert self._timeline is not None
+        return self._timeline
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def shared(self) -> bool:
+        """An input in front of LiveKit drives the timeline (the barge-in filter)."""
+        return self._shared
+
+    def share_timeline(self) -> AudioTimeline:
+        """The timeline, for an input that will judge every caller frame
+        before LiveKit hears it (:class:`turnkit_livekit.timeline.TimelineInput`).
+        From now on the stream reads those frames' verdicts and ignores any
+        frame no timeline judged (still queued from before, or LiveKit's own
+        flush silence): the timeline is pushed from one place only."""
+        self._shared = True
+        return self.timeline
+
+    def _use(self, timeline: AudioTimeline) -> None:
+        self._timeline = timeline
+        timeline.attach(self.detector)  # the caller's own rate
+
+    def _frames_of(self, item: rtc.AudioFrame) -> list[AudioInFrame] | None:
+        """The judged 32 ms frames ``item`` gives the detector (None: push
+        it through the stream's own timeline)."""
+        j = judged(item)
+        if j is None:
+            return [] if self._shared else None
+        if self._timeline is None or (
+            j.timeline is not self._timeline and not self._timeline.samples
+        ):
+            self._use(j.timeline)  # the session's timeline, judged in front of LiveKit
+            self._shared = True
+        if j.timeline is self._timeline:
+            return [j.frame]
+        # This stream's timeline judged frames before another one appeared
+        # (the barge-in input did not find it): times from two clocks must
+        # not mix, so its own timeline goes on judging the filtered audio.
+        if not self._foreign_warned:
+            self._foreign_warned = True
+            log.warning(
+                "%s: frames judged by another timeline after this stream's own began; "
+                "judging them again here (two VADs in this session)",
+                self._owner.spec,
+            )
+        return None
 
     # -- LiveKit's stream protocol -------------------------------------------------
     @property
@@ -373,8 +452,7 @@ class TurnkitDetectorStream:
         kind, _, raw = item.partition(":")
         text = normalize_text(raw)
         final = kind == "final"
-        vad = self.timeline.vad
-        if vad.speech_end <= self._committed_until + 1e-9:
+        if self._speech_end <= self._committed_until + 1e-9:
             # No speech since the last commit: these words are that turn's,
             # arriving late; they must not open or prefix the next one.
             return
@@ -387,7 +465,7 @@ class TurnkitDetectorStream:
             return
         # Words cannot have been spoken after the last speech the VAD heard.
         frame = TranscriptFrame(
-            at=self.clock.now(), text=whole, is_final=final, spoken_until=vad.speech_end
+            at=self.clock.now(), text=whole, is_final=final, spoken_until=self._speech_end
         )
         await self._signals(await self.detector.on_transcript(frame))
 
@@ -399,9 +477,15 @@ class TurnkitDetectorStream:
             if isinstance(item, str):
                 await self._transcript(item)
                 continue
-            pcm = np.frombuffer(item.data, dtype=np.int16)
-            for audio in await self.timeline.push(pcm, item.sample_rate, item.num_channels):
+            frames = self._frames_of(item)
+            if frames is None:
+                pcm = np.frombuffer(item.data, dtype=np.int16)
+                frames = await self.timeline.push(pcm, item.sample_rate, item.num_channels)
+            for audio in frames:
                 assert audio.vad is not None
+                await self.clock.advance_to(audio.end)
+                self.frames += 1
+                self._speech_end = audio.vad.speech_end
                 try:
                     out = await self.detector.on_audio(audio, audio.vad)
                 except Exception:  # one bad frame must not end the call
@@ -414,9 +498,9 @@ class TurnkitDetectorStream:
             self.signals.append(s)
             if isinstance(s, TurnEndFrame):
                 self._decided = s
-                self._committed_until = self.vad.speech_end
+                self._committed_until = self._speech_end
                 self._finals = []
-                self.end_silence_ms[id(s)] = (s.at - self.vad.speech_end) * 1000
+                self.end_silence_ms[id(s)] = (s.at - self._speech_end) * 1000
                 fut, self._fut = self._fut, None
                 if fut is not None and not fut.done():
                     fut.set_result(self._event(1.0, s))
