@@ -1,37 +1,68 @@
-"""``turnkit replay --llm-url``: the replay's LLM requests (drafts included)
-go to a live engine and its measured TTFTs replace the latency model.
+"""``turnkit replay --llm-url``: the replay's reply path runs over a live engine.
 
-Against the real local engine (llama-server + SmolLM2-135M), and against
-:class:`FakeEngine` for an engine that fails every request (the replay falls
-back to the latency model, counts the errors, and loses nothing)."""
+Against the real local engine (llama-server + SmolLM2-135M): the engine's
+own tokens are the replies (in the JSON and in the Responder's history, which
+is also what each request sends), a barge-in leaves only the heard words in
+the history the next request carries, a draft the caller voids mid-stream is
+aborted on the engine (its own /metrics show it), and the CLI writes the
+live figures. Nothing here waits a fixed time: the replay's clock holds while
+the engine is awaited, and the tests wait for events. Against
+:class:`FakeEngine` (named fake: it fails every request on demand) the
+replay falls back to the latency model and the recorded reply, counts the
+errors, and loses nothing."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import random
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from engine import closed_port, running_llama_server
+from engine import closed_port, engine_metrics, running_llama_server
 from fake_engine import FakeEngine
 
+from turnkit.drafting.drafter import EagerDrafter
+from turnkit.drafting.responder import Responder, ResponderParams
+from turnkit.frames import LLMTextFrame
+from turnkit.replay.agent import SimulatedAgent
+from turnkit.replay.engine import HeldClock, SimulatedEngine
+from turnkit.replay.latency import LatencyModel
+from turnkit.replay.llm_source import LiveEngine, ModelTTFT, live_messages
 from turnkit.replay.metrics import aggregate
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
 
-CALL = Path(__file__).resolve().parent.parent / "recordings" / "easy-short-08"
+ROOT = Path(__file__).resolve().parent.parent
+CALL = ROOT / "recordings" / "easy-short-08"
+BARGE_IN_CALL = ROOT / "recordings" / "headset-bargein-11"
 
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[str]:
-    with running_llama_server() as base_url:
+    with running_llama_server(metrics=True) as base_url:
         yield base_url
 
 
-async def test_live_engine_ttfts_drive_the_replay(engine: str) -> None:
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+async def test_live_engine_tokens_are_the_replies(engine: str) -> None:
     rec = load_recording(CALL)
-    score = await replay_call(rec, "fused:audio=off", ReplayConfig(eager=True, llm_url=engine))
+    seen: dict[str, SimulatedAgent] = {}
+    before = engine_metrics(engine)
+    score = await replay_call(
+        rec,
+        "fused:audio=off",
+        ReplayConfig(eager=True, llm_url=engine, compute="fixed"),
+        observe=lambda agent: seen.setdefault("agent", agent),
+    )
+    after = engine_metrics(engine)
     live = score.live_llm
     assert live is not None
     # Every LLM request of the replay, drafts included, went to the engine.
@@ -39,15 +70,173 @@ async def test_live_engine_ttfts_drive_the_replay(engine: str) -> None:
     assert live["errors"] == 0
     assert len(live["ttft_ms"]) == live["requests"]
     assert all(t > 0 for t in live["ttft_ms"])
+    # The engine generated at least what the replay streamed from it.
+    assert live["tokens"] > 0
+    assert after["tokens_predicted_total"] - before["tokens_predicted_total"] >= live["tokens"]
+    assert after["requests_processing"] == 0  # no stream left running
+    agent = seen["agent"]
+    rows = live["turns"]
+    assert [r["reply_id"] for r in rows] == [x.id for x in agent.replies]
+    spoken = [r for r in rows if r["stop_reason"] == "completed"]
+    assert spoken and all(r["tokens"] > 0 and r["ttft_ms"] > 0 for r in spoken)
+    # The reply text is the engine's, not the recording's.
+    for r in spoken:
+        assert r["reply_text"].strip() and r["reply_text"] != r["recorded_text"]
+    responder = agent.responder
+    assert responder is not None
+    said = [m["content"] for m in responder.history if m["role"] == "assistant"]
+    # A reply played to its end is in the history word for word.
+    for r in spoken:
+        assert r["reply_text"] in said
+    # Each request carried the conversation as the Responder held it then:
+    # the last reply's request is the final history without that reply.
+    last = [q for q in agent.engine.requests if q.reply_id == rows[-1]["reply_id"]][-1]
+    assert last.live is not None and rows[-1]["stop_reason"] == "completed"
+    assert last.live.messages == live_messages(responder.history[:-1])
     agg = aggregate("x", [score])
     assert agg["llm_live"]["requests"] == live["requests"]
+    assert agg["llm_live"]["tokens"] == live["tokens"]
+    assert agg["llm_live"]["turns"] == rows
     assert agg["drafts"]["used"] > 0
-    assert agg["missed_rate"] == 0.0
-    # The reply's first audio is the decision + measured TTFT + TTS, so the
-    # measured figures show up in the response latencies.
-    model = await replay_call(rec, "fused:audio=off", ReplayConfig(eager=True))
-    assert [t.missed for t in score.turns] == [t.missed for t in model.turns]
-    assert [t.response_ms for t in score.turns] != [t.response_ms for t in model.turns]
+    # Same decisions as the latency-model replay: the live engine changes
+    # what the agent says and when, not when the detector decides.
+    model_seen: dict[str, SimulatedAgent] = {}
+    model = await replay_call(
+        rec,
+        "fused:audio=off",
+        ReplayConfig(eager=True, compute="fixed"),
+        observe=lambda agent: model_seen.setdefault("agent", agent),
+    )
+    assert model.live_llm is None
+    assert [d.at for d in model_seen["agent"].decisions] == [d.at for d in agent.decisions]
+
+
+async def test_history_after_a_barge_in_holds_the_heard_words(engine: str) -> None:
+    rec = load_recording(BARGE_IN_CALL)
+    seen: dict[str, SimulatedAgent] = {}
+    score = await replay_call(
+        rec,
+        "fused:audio=off",
+        ReplayConfig(eager=True, llm_url=engine, compute="fixed"),
+        observe=lambda agent: seen.setdefault("agent", agent),
+    )
+    assert score.live_llm is not None and score.live_llm["errors"] == 0
+    rows = score.live_llm["turns"]
+    cut = [
+        r
+        for r in rows
+        if r["stop_reason"] == "interrupted"
+        and r["heard_text"]
+        and len(_words(r["heard_text"])) < len(_words(r["reply_text"]))
+    ]
+    assert cut, "no reply of the engine's was cut by a barge-in"
+    agent = seen["agent"]
+    for r in cut:
+        heard, full = r["heard_text"], r["reply_text"]
+        assert full.startswith(heard)
+        reply = next(x for x in agent.replies if x.id == r["reply_id"])
+        assert reply.heard_words == len(_words(heard)) < reply.words
+        # Every later request sent the cut reply, not the whole one.
+        later = [
+            q.live
+            for q in agent.engine.requests
+            if q.live is not None and (q.reply_id or 0) > r["reply_id"]
+        ]
+        assert later
+        for lv in later:
+            sent = [m["content"] for m in lv.messages if m["role"] == "assistant"]
+            assert any(s.startswith(heard) for s in sent)
+            assert full not in sent
+
+
+async def test_a_voided_draft_is_aborted_on_the_engine(engine: str) -> None:
+    """The replay's own engine and clock, the Responder's own drafter: a
+    draft streams from the live engine (held tokens), the caller goes on,
+    and the engine's counters show the request gone long before its
+    ``max_tokens``."""
+
+    class Script:
+        def turn_for(self, decision_at: float) -> int | None:
+            return 0
+
+        def reply_text(self, turn: int | None) -> str:
+            return "the recorded reply"
+
+    clock = HeldClock()
+    live = LiveEngine(
+        engine,
+        ModelTTFT(LatencyModel.parse("300"), random.Random(0)),
+        first_token_timeout_s=60,
+        extra={"ignore_eos": True},  # it would run to max_tokens unless aborted
+    )
+    sim = SimulatedEngine(clock, Script(), live)
+    out: list[LLMTextFrame] = []
+    r = Responder(
+        sim,
+        clock,
+        emit=out.append,
+        drafter=EagerDrafter(clock),
+        params=ResponderParams(max_tokens=2000, temperature=0.8),
+    )
+    before = engine_metrics(engine)
+    assert await r.on_eager("tell me a very long story about a dragon") is not None
+    req = None
+    async with asyncio.timeout(120):
+        while req is None or req.tokens < 5:  # the clock holds for each token
+            await clock.advance(0.05)
+            req = sim.requests[0] if sim.requests else None
+    assert engine_metrics(engine)["requests_processing"] == 1
+    r.on_speech()  # the caller went on: the draft is void
+    await r.idle()
+    assert r.stats.drafts_cancelled == 1 and out == []
+    assert req.closed_early and req.live is not None and req.live.aborted
+    assert live.aborted == 1 and not req.live.finished
+    async with asyncio.timeout(60):
+        while engine_metrics(engine)["requests_processing"] != 0:
+            await asyncio.sleep(0.01)
+    settled = engine_metrics(engine)
+    await asyncio.sleep(0.5)  # nothing more is generated after the abort
+    after = engine_metrics(engine)
+    assert after["tokens_predicted_total"] == settled["tokens_predicted_total"]
+    generated = after["tokens_predicted_total"] - before["tokens_predicted_total"]
+    assert req.tokens <= generated < 2000
+    await r.aclose()
+    await live.aclose()
+
+
+def test_cli_writes_the_live_figures(engine: str, tmp_path: Path) -> None:
+    out = tmp_path / "live.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "turnkit.cli",
+            "replay",
+            str(CALL),
+            "-d",
+            "fused",
+            "--compute",
+            "fixed",
+            "--eager",
+            "--llm-url",
+            engine,
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    doc: dict[str, Any] = json.loads(out.read_text())
+    assert doc["config"]["llm_url"] == engine
+    live = doc["results"][0]["llm_live"]
+    assert live["requests"] > 0 and live["errors"] == 0
+    assert live["ttft_ms"]["p50"] > 0 and live["tokens"] > 0
+    assert live["drafts_cancelled"] >= live["drafts_aborted"] >= 0
+    rows = live["turns"]
+    assert rows and all(row["call"] == "easy-short-08" for row in rows)
+    assert any(row["reply_text"] and row["reply_text"] != row["recorded_text"] for row in rows)
 
 
 async def test_failing_engine_falls_back_and_counts_errors() -> None:
@@ -64,7 +253,10 @@ async def test_failing_engine_falls_back_and_counts_errors() -> None:
     assert score.live_llm is not None
     assert score.live_llm["errors"] == score.live_llm["requests"] == score.llm_requests
     assert score.live_llm["ttft_ms"] == []
-    # Fallback = the latency model with the same seed: nothing lost, same result.
+    assert score.live_llm["tokens"] == 0
+    assert all(row["fallback"] for row in score.live_llm["turns"])
+    # Fallback = the latency model with the same seed and the recorded
+    # reply: nothing lost, same result.
     assert [t.response_ms for t in score.turns] == [t.response_ms for t in baseline.turns]
 
 

@@ -3,25 +3,38 @@
 :class:`~turnkit.drafting.responder.Responder` is the replay's reply path,
 as it is every host's; it needs an engine. :class:`SimulatedEngine` is one
 with :class:`~turnkit.llm.client.ChatClient`'s ``stream`` interface whose
-answers come from the recording and whose time is the virtual clock:
+time is the virtual clock and whose answers come from the recording or, with
+``--llm-url``, from a live engine:
 
 * **when**: a request's first token comes its TTFT after the request left,
   the TTFT from a :class:`~turnkit.replay.llm_source.TTFTSource` — the
-  latency model (``--llm-ttft-ms``), or a live engine (``--llm-url``:
-  :class:`~turnkit.replay.llm_source.LiveTTFT` sends the same messages to
-  the real :class:`~turnkit.llm.client.ChatClient` and its measured TTFT
-  becomes the virtual one; the pipeline waits for it, :meth:`idle`). A
-  request that leaves at the instant of an end-of-turn decision leaves
+  latency model (``--llm-ttft-ms``), or the live engine's measured TTFT
+  (``--llm-url``); the pipeline waits for a live measurement (:meth:`idle`).
+  A request that leaves at the instant of an end-of-turn decision leaves
   after the detector's compute (:meth:`send_after`): the live agent sends
   it only once the model has decided.
-* **what**: the answer to the caller turn the request is made in (the
-  latest begun by then, as :class:`~turnkit.replay.simulator.LabelPlanner`
-  attributes replies): the recorded agent reply, word by word, all at the
-  first-token instant (the replay takes each reply's audio length from the
-  recording, so the pace of later tokens changes no figure). Where the
-  recording has ``tool_call`` events for that turn, the first round answers
-  with those tool calls instead (no text), and the round after the tool
-  results with the reply text, as a tool-using engine does.
+* **what**, latency model: the answer to the caller turn the request is made
+  in (the latest begun by then, as
+  :class:`~turnkit.replay.simulator.LabelPlanner` attributes replies): the
+  recorded agent reply, word by word, all at the first-token instant.
+* **what**, live engine (:class:`~turnkit.replay.llm_source.LiveEngine`):
+  a text request goes to the engine with the messages the Responder sent
+  (its history: what the caller heard); the engine's own deltas are the
+  answer, each at ``sent + its measured arrival`` on the virtual clock. The
+  clock does not move while the replay waits for the engine
+  (:class:`HeldClock`), so a stream the Responder leaves early (a discarded
+  draft, a barge-in, a superseded reply) is closed while the engine still
+  generates it: the engine aborts it (counted). A failed live request falls
+  back to the latency model and the recorded reply (counted).
+* **tools**: where the recording has ``tool_call`` events for the turn, the
+  first round answers with those tool calls instead (no text), and the round
+  after the tool results with the reply text, as a tool-using engine does —
+  with a live engine too (its TTFT measured there): a small model would not
+  call the recorded tools.
+
+In both modes the replay takes each reply's audio length from the recording
+(the reply plays until the end of the original ``agent_turn``), so the pace
+of later tokens and the live text's length change no barge-in or echo figure.
 
 :func:`replay_tools` turns the recording's ``tool_call`` events into
 :class:`~turnkit.drafting.tools.Tool` objects whose backend takes the
@@ -43,25 +56,27 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import math
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from turnkit.clock import Clock, settle
+from turnkit.clock import Clock, VirtualClock, settle
 from turnkit.drafting.tools import Tool, canonical_args
 from turnkit.fillers.bank import DEFAULT_LINES, FillerBank
 from turnkit.fillers.scheduler import FillerScheduler, Sink
-from turnkit.llm.client import ToolCall
-from turnkit.replay.llm_source import TTFTSource
+from turnkit.llm.client import LLMError, ToolCall
+from turnkit.replay.llm_source import LiveEngine, LiveRequest, LiveStream, TTFTSource
 from turnkit.replay.recording import Recording, ToolCallEvent
 
 __all__ = [
     "EngineRequest",
+    "HeldClock",
     "ReplyScript",
     "SimulatedEngine",
     "SimulatedStream",
@@ -73,6 +88,8 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"\S+\s*")
+_REPLY_TASK = re.compile(r"reply-(\d+)")
+_T = TypeVar("_T")
 CHARS_PER_SECOND = 15.0
 
 
@@ -95,6 +112,12 @@ class EngineRequest:
     ttft_ms: float | None = None
     first_at: float | None = None
     closed_early: bool = False  # the client left before the answer was complete
+    # The Responder's reply id the request was made for (its task's name), if known.
+    reply_id: int | None = None
+    text: str = ""  # the text deltas handed to the client
+    tokens: int = 0  # how many
+    live: LiveRequest | None = None  # the live engine's record (--llm-url)
+    fallback: bool = False  # the live engine failed: latency model + recorded reply
 
 
 class SimulatedStream:
@@ -107,6 +130,8 @@ class SimulatedStream:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         req: EngineRequest,
+        max_tokens: int | None = None,
+        temperature: float | None = 0.0,
     ) -> None:
         self._engine = engine
         self._messages = messages
@@ -115,6 +140,9 @@ class SimulatedStream:
         self.tool_calls: list[ToolCall] = []
         self._chunks: list[str] | None = None
         self._done = False
+        self._max_tokens = max_tokens
+        self._temperature = temperature
+        self._live: LiveStream | None = None
 
     @property
     def ttft_ms(self) -> float | None:
@@ -127,6 +155,8 @@ class SimulatedStream:
         if not self._done:
             self.request.closed_early = True
         self._done = True
+        if self._live is not None:
+            await self._live.close()  # the engine aborts what it still generates
 
     def __aiter__(self) -> SimulatedStream:
         return self
@@ -134,17 +164,66 @@ class SimulatedStream:
     async def __anext__(self) -> str:
         if self._chunks is None:
             await self._first()
+        if self._live is not None:
+            return await self._next_live()
         assert self._chunks is not None
         if not self._chunks:
             self._done = True
             raise StopAsyncIteration
-        return self._chunks.pop(0)
+        return self._took(self._chunks.pop(0))
+
+    def _took(self, delta: str) -> str:
+        self.request.text += delta
+        self.request.tokens += 1
+        return delta
+
+    async def _at(self, ms_after_send: float) -> None:
+        """Sleep on the virtual clock until ``ms_after_send`` after the send."""
+        e = self._engine
+        wait = self.request.sent_at + ms_after_send / 1000 - e.clock.now()
+        if wait > 0:
+            await e.clock.sleep(wait)
+
+    async def _next_live(self) -> str:
+        """The live engine's next delta, at its measured arrival."""
+        assert self._live is not None
+        item = await self._engine.hold(self._live.next())
+        if item is None:
+            end = self._live.request.end_ms
+            if end is not None:
+                await self._at(end)
+            self._done = True
+            raise StopAsyncIteration
+        delta, at_ms = item
+        await self._at(at_ms)
+        return self._took(delta)
+
+    async def _open_live(self, live: LiveEngine) -> float | None:
+        """Send the request to the live engine; its TTFT (ms), or None if it
+        failed (counted there; the latency model answers)."""
+        self._live = live.open(
+            self._messages, max_tokens=self._max_tokens, temperature=self._temperature
+        )
+        self.request.live = self._live.request
+        try:
+            return await self._engine.hold(self._live.first())
+        except LLMError:
+            await self._live.close()
+            self._live = None
+            return None
 
     async def _first(self) -> None:
         """Wait for the first token (TTFT after the request left), then
-        decide the whole answer: tool calls, or the reply's words."""
+        decide the whole answer: tool calls, the live engine's deltas, or
+        the recorded reply's words."""
         e, req = self._engine, self.request
-        ttft = await e.measure(self._messages)
+        live = e.live if req.kind == "text" else None
+        ttft = None if live is None else await self._open_live(live)
+        if live is not None and ttft is None:
+            req.fallback = True
+            ttft = await live.fallback.ttft_ms(self._messages)
+        elif ttft is None:
+            ttft = await e.measure(self._messages)
         req.ttft_ms = ttft
         wait = req.sent_at + ttft / 1000 - e.clock.now()
         if wait > 0:
@@ -161,6 +240,8 @@ class SimulatedStream:
                         arguments=json.dumps(ev.arguments, sort_keys=True),
                     )
                 )
+        elif self._live is not None:
+            self._chunks = []  # the engine's deltas come one by one (_next_live)
         else:
             self._chunks = _WORD.findall(e.script.reply_text(req.turn))
 
@@ -186,7 +267,14 @@ class SimulatedEngine:
         self.requests: list[EngineRequest] = []
         self._delay_at: float | None = None
         self._delay_s = 0.0
-        self._measuring: set[asyncio.Task[float]] = set()
+        self._measuring: set[asyncio.Task[Any]] = set()
+        if isinstance(clock, HeldClock):
+            clock.holds.append(self.idle)
+
+    @property
+    def live(self) -> LiveEngine | None:
+        """The live engine whose tokens answer text requests (``--llm-url``)."""
+        return self.ttft if isinstance(self.ttft, LiveEngine) else None
 
     def recorded_calls(self, turn: int | None) -> list[ToolCallEvent]:
         return [] if turn is None else list(self._calls.get(turn, []))
@@ -237,8 +325,11 @@ class SimulatedEngine:
         todo = self.pending_calls(turn, messages)
         kind = "tools" if tools and not answered and todo else "text"
         req = EngineRequest(opened_at=now, sent_at=now + delay, turn=turn, kind=kind)
+        task = asyncio.current_task()
+        m = _REPLY_TASK.fullmatch(task.get_name()) if task is not None else None
+        req.reply_id = int(m.group(1)) if m else None
         self.requests.append(req)
-        return SimulatedStream(self, messages, tools, req)
+        return SimulatedStream(self, messages, tools, req, max_tokens, temperature)
 
     async def measure(self, messages: list[dict[str, Any]]) -> float:
         """The request's TTFT (ms) from the source; :meth:`idle` waits for it."""
@@ -246,6 +337,21 @@ class SimulatedEngine:
         self._measuring.add(task)
         try:
             return await asyncio.shield(task)
+        finally:
+            self._measuring.discard(task)
+
+    async def hold(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Await the live engine (``coro``) with the virtual clock held:
+        :meth:`idle` waits for it. If the waiter is cancelled (the Responder
+        left the stream), the engine wait is cancelled too."""
+        task: asyncio.Task[_T] = asyncio.ensure_future(coro)
+        self._measuring.add(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.cancel()
+            await asyncio.wait([task])
+            raise
         finally:
             self._measuring.discard(task)
 
@@ -261,6 +367,37 @@ class SimulatedEngine:
 
     async def aclose(self) -> None:
         await self.ttft.aclose()
+
+
+class HeldClock(VirtualClock):
+    """A :class:`VirtualClock` that does not move while the replay waits for
+    a live engine: before each wake, and before it reaches ``t``, every
+    ``holds`` callable is awaited (a :class:`SimulatedEngine` on it adds its
+    :meth:`~SimulatedEngine.idle`). With ``--llm-url`` each token's virtual
+    arrival is then exactly ``sent + its measured arrival``, and the engine
+    runs at most one token ahead of the replay."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        super().__init__(start)
+        self.holds: list[Callable[[], Awaitable[None]]] = []
+
+    async def _held(self) -> None:
+        for hold in self.holds:
+            await hold()
+
+    async def advance_to(self, t: float) -> None:
+        if t < self._now:
+            raise ValueError(f"VirtualClock cannot go back: {t} < {self._now}")
+        while True:
+            await self._held()
+            deadline = self.next_deadline()
+            if deadline is None or deadline > t:
+                break
+            self._now = max(self._now, deadline)
+            _, _, fut = heapq.heappop(self._sleepers)
+            fut.set_result(None)
+            await settle()
+        self._now = t
 
 
 # -- tools ------------------------------------------------------------------

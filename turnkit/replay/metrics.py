@@ -150,6 +150,9 @@ class CallScore:
         return cls(**d)
 
 
+LIVE_COUNTS = ("tokens", "aborted", "drafts_cancelled", "drafts_aborted")
+
+
 def _live(calls: list[CallScore]) -> dict[str, Any] | None:
     live = [c.live_llm for c in calls if c.live_llm is not None]
     if not live:
@@ -159,6 +162,9 @@ def _live(calls: list[CallScore]) -> dict[str, Any] | None:
         "requests": sum(d.get("requests", 0) for d in live),
         "errors": sum(d.get("errors", 0) for d in live),
         "ttft_ms": _pct(ttft, 50, 95),
+        # the engine's reply tokens, streams aborted on it, per-reply rows
+        **{k: sum(d.get(k, 0) for d in live) for k in LIVE_COUNTS},
+        "turns": [t for d in live for t in d.get("turns", [])],
     }
 
 

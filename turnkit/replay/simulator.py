@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -46,10 +46,16 @@ from turnkit.drafting.responder import Responder
 from turnkit.drafting.tools import ToolGate
 from turnkit.frames import AudioInFrame, EndFrame, StartFrame
 from turnkit.pipeline import CollectSink, FrameProcessor, Pipeline, collect_errors
-from turnkit.replay.agent import SimulatedAgent
-from turnkit.replay.engine import SimulatedEngine, ToolLog, replay_fillers, replay_tools
+from turnkit.replay.agent import Reply, SimulatedAgent
+from turnkit.replay.engine import (
+    HeldClock,
+    SimulatedEngine,
+    ToolLog,
+    replay_fillers,
+    replay_tools,
+)
 from turnkit.replay.latency import LatencyModel
-from turnkit.replay.llm_source import SYSTEM_PROMPT, LiveTTFT, ModelTTFT, TTFTSource
+from turnkit.replay.llm_source import SYSTEM_PROMPT, LiveEngine, ModelTTFT, TTFTSource
 from turnkit.replay.metrics import CallScore, ToolFigures, score_call
 from turnkit.replay.oracle import OracleTranscriber, oracle_words
 from turnkit.replay.recording import AgentTurn, Recording, RecordingError, load_recording
@@ -94,7 +100,9 @@ class ReplayConfig(BaseModel):
         True, description="barge-in echo + acknowledgement filters (False: raw VAD baseline)"
     )
     llm_url: str | None = Field(
-        None, description="live OpenAI-compatible engine for LLM TTFTs instead of the model"
+        None,
+        description="live OpenAI-compatible engine: its tokens (and measured TTFTs) answer "
+        "the replay's LLM requests instead of the latency model and the recorded reply",
     )
     llm_model: str = ""
     default_reply_s: float = Field(2.0, gt=0)
@@ -231,11 +239,19 @@ async def replay_agent(
     return agent, figures
 
 
-async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) -> CallScore:
-    """Replay one call through one detector and score it."""
+async def replay_call(
+    rec: Recording,
+    detector_spec: str,
+    config: ReplayConfig,
+    observe: Callable[[SimulatedAgent], None] | None = None,
+) -> CallScore:
+    """Replay one call through one detector and score it. ``observe`` is
+    handed the agent (its Responder, engine and cursor) once the call has
+    run, before it is scored."""
     t0 = time.perf_counter()
     n_samples = rec.caller_samples(SAMPLE_RATE)  # the audio streams in blocks below
-    clock = VirtualClock()
+    # A live engine: the clock holds while the replay waits for its tokens.
+    clock = VirtualClock() if config.llm_url is None else HeldClock()
     detector = create_detector(detector_spec, clock)
     compute = config.compute if config.count_compute else "none"
     detector.set_compute(compute)
@@ -249,7 +265,7 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
     llm: TTFTSource = (
         model_ttft
         if config.llm_url is None
-        else LiveTTFT(config.llm_url, model_ttft, model=config.llm_model)
+        else LiveEngine(config.llm_url, model_ttft, model=config.llm_model)
     )
     barge_in, gate, echo_reference = barge_in_filters(rec, n_samples, clock, config, stream=True)
     # The call's one audio timeline: the echo filter (if any) and the VAD on
@@ -293,13 +309,9 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
         await pipeline.stop()
         await agent._r().aclose()
         await llm.aclose()
-    live = None
-    if isinstance(llm, LiveTTFT):
-        live = {
-            "requests": llm.requests,
-            "errors": len(llm.errors),
-            "ttft_ms": [round(x, 3) for x in llm.measured_ms],
-        }
+    if observe is not None:
+        observe(agent)
+    live = live_figures(rec, agent, llm) if isinstance(llm, LiveEngine) else None
     responder = agent._r()
     drafter = responder.drafter
     score = score_call(
@@ -322,6 +334,70 @@ async def replay_call(rec: Recording, detector_spec: str, config: ReplayConfig) 
     )
     score.echo_reference = echo_reference
     return score
+
+
+def live_figures(rec: Recording, agent: SimulatedAgent, live: LiveEngine) -> dict[str, Any]:
+    """What the live engine did in one call (``live_llm`` in the JSON).
+
+    Call level: requests sent, errors (each fell back to the latency model),
+    every measured TTFT (ms), deltas streamed, streams aborted on the engine
+    (closed while it still generated), drafts discarded and how many of
+    them were aborted mid-stream. ``turns``: one row per reply the agent
+    made (a confirmed turn end): the caller turn it answers, the engine's
+    reply text (what the Responder emitted and the history keeps, cut to
+    ``heard_text`` when the reply was stopped), the recorded reply text, its
+    request's TTFT and deltas, whether the engine finished it or it was
+    aborted, and the drafts discarded since the previous reply."""
+    engine = agent.engine
+    r_ids = {r.id for r in agent.replies}
+    reqs = engine.requests
+    discarded = [
+        q for q in reqs if q.kind == "text" and q.reply_id is not None and q.reply_id not in r_ids
+    ]
+
+    def row(prev_id: int, reply: Reply) -> dict[str, Any]:
+        mine = [q for q in reqs if q.reply_id == reply.id and q.kind == "text"]
+        q = mine[-1] if mine else None
+        lv = q.live if q is not None else None
+        drafts = [d for d in discarded if prev_id < (d.reply_id or 0) < reply.id]
+        heard = None
+        if reply.stop_reason not in (None, "completed") and reply.id in agent.cursor:
+            h = agent.cursor.heard(reply.id)
+            heard = h.text_full[: h.cut].strip()
+        return {
+            "call": rec.id,
+            "turn": reply.turn,
+            "reply_id": reply.id,
+            "decision_at": round(reply.decision_at, 4),
+            "reply_text": q.text if q is not None else "",
+            "recorded_text": agent.planner.reply_text(reply.turn),
+            "heard_text": heard,
+            "ttft_ms": None if lv is None or lv.ttft_ms is None else round(lv.ttft_ms, 3),
+            "tokens": 0 if q is None else q.tokens,
+            "engine_finished": lv is not None and lv.finished,
+            "aborted": lv is not None and lv.aborted,
+            "fallback": q is not None and q.fallback,
+            "drafted": reply.drafted,
+            "cancelled_drafts": len(drafts),
+            "aborted_drafts": sum(1 for d in drafts if d.live is not None and d.live.aborted),
+            "stop_reason": reply.stop_reason,
+        }
+
+    turns = []
+    prev = 0
+    for reply in agent.replies:
+        turns.append(row(prev, reply))
+        prev = reply.id
+    return {
+        "requests": live.requests,
+        "errors": len(live.errors),
+        "ttft_ms": [round(x, 3) for x in live.measured_ms],
+        "tokens": sum(x.tokens for x in live.log if x.kind == "text"),
+        "aborted": live.aborted,
+        "drafts_cancelled": len(discarded),
+        "drafts_aborted": sum(1 for d in discarded if d.live is not None and d.live.aborted),
+        "turns": turns,
+    }
 
 
 @dataclass
