@@ -113,8 +113,13 @@ def replay(
     llm_url: Annotated[
         str | None,
         typer.Option(
-            help="live OpenAI-compatible engine (e.g. http://127.0.0.1:8000/v1): measure each "
-            "LLM request's TTFT on it instead of --llm-ttft-ms (one worker unless --workers)"
+            help="live OpenAI-compatible engine (e.g. http://127.0.0.1:8000/v1): every LLM "
+            "request (drafts included) goes to it with the agent's history (the words the caller "
+            "heard); its tokens are the replies and its measured TTFTs replace --llm-ttft-ms; "
+            "voided drafts and stopped replies are aborted on it. Each reply still plays for its "
+            "recorded agent turn's length, so barge-in and echo figures line up; the recorded "
+            "tool_call events still drive tools. A failed request falls back to the latency "
+            "model and the recorded reply (counted). One worker unless --workers"
         ),
     ] = None,
     llm_model: Annotated[str, typer.Option(help="model name sent with --llm-url")] = "",
