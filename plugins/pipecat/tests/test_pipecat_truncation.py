@@ -5,6 +5,7 @@ its exact word timings as the reference."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -13,21 +14,31 @@ import pytest
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     BotStoppedSpeakingFrame,
+    EndFrame,
     Frame,
     InterruptionFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
+    LLMTextFrame,
     OutputAudioRawFrame,
+    StartFrame,
     TTSTextFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.runner import PipelineRunner
+from pipecat.pipeline.task import PipelineParams, PipelineTask
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import SleepFrame, run_test
-from turnkit.clock import VirtualClock
+from pipecat.transports.base_output import BaseOutputTransport
+from pipecat.transports.base_transport import TransportParams
+from turnkit.barge_in.controller import BargeInController
+from turnkit.clock import RealClock, VirtualClock
 from turnkit.tts.espeak import EspeakTTS
 
 from turnkit_pipecat.truncation import HeardTruncation
+from turnkit_pipecat.tts import EspeakWordTTSService
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
 from real_tts import require_espeak
@@ -144,3 +155,115 @@ async def test_completed_reply_is_kept_whole() -> None:
     context, truncation = await _run(frames)
     assert _reply(context) == REPLY
     assert truncation.truncations == 0
+
+
+# --- Pipecat's own word-timestamp frames --------------------------------------
+
+
+class _Speaker(BaseOutputTransport):
+    """Pipecat's output transport over a sound device that plays in real
+    time: each write blocks for the chunk's duration, as a device's blocking
+    write does (what LocalAudioOutputTransport does through PyAudio); the
+    samples go nowhere."""
+
+    async def start(self, frame: StartFrame) -> None:
+        await super().start(frame)
+        await self.set_transport_ready(frame)
+
+    async def write_audio_frame(self, frame: OutputAudioRawFrame) -> bool:
+        await asyncio.sleep(frame.num_frames / frame.sample_rate)
+        return True
+
+
+class _Caller(FrameProcessor):
+    """Interrupts once ``after_s`` seconds of the bot's audio have played,
+    the way Pipecat's user aggregator does (an InterruptionFrame from the
+    start of the pipeline)."""
+
+    def __init__(self, after_s: float) -> None:
+        super().__init__()
+        self.after_s = after_s
+        self.played_s = 0.0
+        self.task: PipelineTask | None = None
+        self.fired = False
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, OutputAudioRawFrame) and direction is FrameDirection.DOWNSTREAM:
+            self.played_s += frame.num_frames / frame.sample_rate
+            if self.played_s >= self.after_s and not self.fired and self.task is not None:
+                self.fired = True
+                await self.task.queue_frame(InterruptionFrame())
+        await self.push_frame(frame, direction)
+
+
+async def _word_timed_call(after_s: float, barge_in: BargeInController | None = None):
+    """LLM text -> EspeakWordTTSService -> a real output transport ->
+    HeardTruncation -> Pipecat's assistant aggregator; the caller interrupts
+    after ``after_s`` s of played audio. Returns (context, truncation)."""
+    context = LLMContext([{"role": "user", "content": "where is my order"}])
+    assistant = LLMAssistantAggregator(context)
+    truncation = HeardTruncation(barge_in=barge_in)
+    truncation.attach(assistant, context)
+    stopped = asyncio.Event()
+
+    @assistant.event_handler("on_assistant_turn_stopped")
+    async def _done(_agg: object, _message: object) -> None:
+        stopped.set()
+
+    caller = _Caller(after_s)
+    speaker = _Speaker(TransportParams(audio_out_enabled=True, audio_out_sample_rate=16000))
+    task = PipelineTask(
+        Pipeline([EspeakWordTTSService("en-us"), speaker, truncation, caller, assistant]),
+        params=PipelineParams(audio_out_sample_rate=16000),
+        cancel_on_idle_timeout=False,
+    )
+    caller.task = task
+    runner = PipelineRunner(handle_sigint=False)
+    await runner.add_workers(task)
+
+    async def drive() -> None:
+        await task.queue_frames(
+            [LLMFullResponseStartFrame(), LLMTextFrame(f"{REPLY} {SECOND}"),
+             LLMFullResponseEndFrame()]
+        )
+        # Generous: the words render first (a subprocess each), then play.
+        await asyncio.wait_for(stopped.wait(), timeout=120)
+        await task.queue_frame(EndFrame())
+
+    await asyncio.gather(runner.run(), drive())
+    return context, truncation
+
+
+async def test_word_timestamps_from_a_real_tts_and_output_cut_the_context() -> None:
+    """Pipecat's own path: a TTS service reporting word timestamps
+    (add_word_timestamps), the output transport releasing each word's
+    TTSTextFrame at its pts as it plays; the caller interrupts mid-reply.
+    The context keeps exactly the words whose audio ended before the
+    interruption (espeak-ng's word timings as the reference), and the
+    barge-in controller was told the same offset."""
+    clock = RealClock()
+    ctl = BargeInController(clock)
+    ctl.on_agent_started(f"{REPLY} {SECOND}", clock.now())
+    context, truncation = await _word_timed_call(1.6, barge_in=ctl)
+    assert truncation.truncations == 1 and truncation.timed_words > 0
+    kept = _reply(context).removesuffix(NOTE)
+    heard = truncation.cursor.heard(truncation.reply)
+    assert heard.method == "timestamps"
+    # The reference: where each word of the first sentence ends in its audio.
+    one = await EspeakTTS("en-us").synthesize_words(REPLY)
+    played = truncation.cursor.played_s(truncation.reply)
+    assert 1.6 <= played < one.duration  # interrupted inside the first sentence
+    # Words whose end had played, give or take one 20 ms chunk and the
+    # release jitter of the transport's clock (50 ms).
+    lo = sum(1 for w in one.words if w.end <= played - 0.05)
+    hi = sum(1 for w in one.words if w.end <= played + 0.05)
+    assert lo <= len(kept.split()) <= hi, (kept, played)
+    assert REPLY.startswith(kept) and 0 < len(kept) < len(REPLY)
+    # The controller was told the cursor's progress while the audio played:
+    # the end of a word of the reply, the cut itself or (extrapolated from
+    # the last chunk while playing) the word after it.
+    told = ctl._played_chars
+    nxt = REPLY.split()[len(kept.split())]
+    assert told is not None and len(kept) <= told <= len(kept) + 1 + len(nxt), (told, kept)
+    assert REPLY[:told].split() == REPLY.split()[: len(REPLY[:told].split())]
