@@ -13,15 +13,14 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
+from conftest import FRAME_S, DetectorDriver
 from engine import closed_port, running_llama_server
 
-from turnkit.audio.vad import VADStep
 from turnkit.clock import VirtualClock
 from turnkit.detectors import DetectorSpecError, available, create_detector
 from turnkit.detectors.llm_eou import LLMEouDetector
-from turnkit.frames import AudioInFrame, TranscriptFrame, TurnEndFrame, TurnResumedFrame
+from turnkit.frames import TurnEndFrame, TurnResumedFrame
 from turnkit.llm import EngineError, LLMEndOfTurn
 from turnkit.llm.eou import (
     CALIBRATION,
@@ -38,10 +37,6 @@ from turnkit.llm.eou import (
 from turnkit.llm.logprobs import parse_completion
 
 ROOT = Path(__file__).resolve().parent.parent
-SR = 16000
-FRAME_N = 512
-FRAME_S = FRAME_N / SR
-SILENCE = np.zeros(FRAME_N, dtype=np.float32)
 
 COMPLETE = "i'd like to book a table for two please"
 CUT = "i'd like to book a table for"
@@ -98,59 +93,11 @@ class FakeSlowEngine:
         self.server.server_close()
 
 
-# --- driving a detector by hand ------------------------------------------------
+# --- driving a detector (tests/conftest.py's DetectorDriver) ------------------
 
 
-class Driver:
-    """Feeds a detector speech/silence frames with hand-made VAD steps."""
-
-    def __init__(self, det: LLMEouDetector, clock: VirtualClock) -> None:
-        self.det, self.clock = det, clock
-        self.t = 0.0
-        self.speech_start = 0.0
-        self.speech_end = 0.0
-        self.speaking = False
-
-    async def frame(self, speech: bool) -> list:
-        at = self.t
-        self.t += FRAME_S
-        await self.clock.advance_to(self.t)
-        started = stopped = False
-        if speech:
-            if not self.speaking:
-                self.speech_start, started = at, True
-            self.speech_end = self.t
-        else:
-            stopped = self.speaking
-        self.speaking = speech
-        step = VADStep(
-            prob=0.9 if speech else 0.0,
-            speaking=speech,
-            started=started,
-            stopped=stopped,
-            speech_start=self.speech_start,
-            speech_end=self.speech_end,
-        )
-        return await self.det.on_audio(AudioInFrame(at=at, audio=SILENCE, sample_rate=SR), step)
-
-    async def say(self, text: str, seconds: float = 1.0) -> list:
-        out = []
-        for _ in range(round(seconds / FRAME_S)):
-            out += await self.frame(True)
-        await self.det.on_transcript(
-            TranscriptFrame(at=self.t, text=text, is_final=True, spoken_until=self.t)
-        )
-        return out
-
-    async def pause(self, seconds: float) -> list:
-        out = []
-        for _ in range(round(seconds / FRAME_S)):
-            out += await self.frame(False)
-        return out
-
-
-def _ends(frames: list) -> list[TurnEndFrame]:
-    return [f for f in frames if isinstance(f, TurnEndFrame)]
+def _ends(signals: list[tuple[float, object]]) -> list[TurnEndFrame]:
+    return [s for _, s in signals if isinstance(s, TurnEndFrame)]
 
 
 # --- no engine needed --------------------------------------------------------
@@ -424,22 +371,22 @@ async def test_timeout_falls_back_on_silence_and_is_counted():
         clock = VirtualClock()
         det = create_detector(f"llm-eou:base_url={fake.base_url},timeout_ms=100", clock)
         assert isinstance(det, LLMEouDetector)
-        d = Driver(det, clock)
-        await d.say(COMPLETE)
+        d = DetectorDriver(det)
+        await d.speak(1.0, COMPLETE)
         t0 = time.perf_counter()
-        out = await d.pause(0.5)  # asks on the first silent frame: times out
+        out = await d.silence(0.5)  # asks on the first silent frame: times out
         assert time.perf_counter() - t0 < 1.5
         assert not _ends(out)  # the fallback waits for fallback_ms of silence
         assert det.engine_errors == 1
-        out = await d.pause(0.5)
+        out = await d.silence(0.5)
         (end,) = _ends(out)
         assert end.reason.startswith("fallback: timeout")
         assert end.probability is None
-        assert 800 <= (end.at - d.speech_end) * 1000 < 800 + FRAME_S * 1000 + 1e-6
+        assert 800 <= (end.at - d.vad.speech_end) * 1000 < 800 + FRAME_S * 1000 + 1e-6
         assert det.fallbacks == 1
         # Next turn: the engine is asked again (and fails again).
-        await d.say("and a high chair")
-        out = await d.pause(1.0)
+        await d.speak(1.0, "and a high chair")
+        out = await d.silence(1.0)
         assert len(_ends(out)) == 1
         assert (det.fallbacks, det.engine_errors, det.requests) == (2, 2, 2)
 
@@ -447,14 +394,14 @@ async def test_timeout_falls_back_on_silence_and_is_counted():
 async def test_engine_down_falls_back(caplog):
     clock = VirtualClock()
     det = create_detector(f"llm-eou:base_url=http://127.0.0.1:{closed_port()}/v1", clock)
-    d = Driver(det, clock)
+    d = DetectorDriver(det)
     with caplog.at_level("WARNING", logger="turnkit.detectors.llm_eou"):
-        await d.say(COMPLETE)
-        (end,) = _ends(await d.pause(1.0))
+        await d.speak(1.0, COMPLETE)
+        (end,) = _ends(await d.silence(1.0))
         assert end.reason.startswith("fallback: connect")
         assert det.fallbacks == 1
-        await d.say("and a high chair")
-        assert len(_ends(await d.pause(1.0))) == 1
+        await d.speak(1.0, "and a high chair")
+        assert len(_ends(await d.silence(1.0))) == 1
     assert det.fallbacks == 2
     # Said once, with the engine's address, not once per turn.
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
@@ -475,10 +422,9 @@ async def test_direct_engine_errors_raise_engine_error():
 async def test_no_words_waits_for_max_wait_without_asking():
     clock = VirtualClock()
     det = create_detector(f"llm-eou:base_url=http://127.0.0.1:{closed_port()}/v1", clock)
-    d = Driver(det, clock)
-    for _ in range(20):
-        await d.frame(True)  # speech but no transcript (a cough)
-    (end,) = _ends(await d.pause(2.0))
+    d = DetectorDriver(det)
+    await d.speak(20 * FRAME_S)  # speech but no transcript (a cough)
+    (end,) = _ends(await d.silence(2.0))
     assert end.reason.startswith("no transcript")
     assert det.requests == 0
 
@@ -590,18 +536,18 @@ async def test_detector_ends_turns_through_the_engine(engine):
     clock = VirtualClock()
     det = create_detector(f"llm-eou:base_url={engine},timeout_ms=10000,max_wait_ms=1500", clock)
     det.set_agent_text(AGENT)
-    d = Driver(det, clock)
-    await d.say(CUT)
-    out = await d.pause(0.3)
-    await d.say(COMPLETE)  # the caller goes on: any pending pause is void
-    out += await d.pause(2.0)
+    d = DetectorDriver(det)
+    await d.speak(1.0, CUT)
+    out = await d.silence(0.3)
+    await d.speak(1.0, COMPLETE)  # the caller goes on: any pending pause is void
+    out += await d.silence(2.0)
     ends = _ends(out)
     assert len(ends) == 1
     assert ends[0].probability is not None
     assert ends[0].reason.startswith("p=")
     assert det.fallbacks == 0
     assert det.requests == 2
-    assert not [f for f in out if isinstance(f, TurnResumedFrame)]
+    assert not [s for _, s in out if isinstance(s, TurnResumedFrame)]
 
 
 async def test_replay_through_the_engine_has_compute_ms(engine):

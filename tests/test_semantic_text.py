@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import FRAME_S, DetectorDriver
 
-from turnkit.audio.vad import VADStep
 from turnkit.clock import VirtualClock
 from turnkit.detectors import available, create_detector
 from turnkit.detectors.semantic_text import (
@@ -20,7 +20,7 @@ from turnkit.detectors.semantic_text import (
     DEFAULT_THRESHOLD,
     SemanticTextDetector,
 )
-from turnkit.frames import AudioInFrame, TranscriptFrame, TurnEagerFrame, TurnEndFrame
+from turnkit.frames import TurnEagerFrame, TurnEndFrame
 from turnkit.replay.oracle import normalize_text as oracle_normalize
 from turnkit.text.features import agent_context, feature_indices
 from turnkit.text.neural_model import NeuralTextModel
@@ -28,9 +28,6 @@ from turnkit.text.normalize import normalize_text
 from turnkit.text.semantic_model import VERSIONS, SemanticTextModel, TextModel
 
 REPO = Path(__file__).resolve().parent.parent
-SR = 16000
-FRAME_S = 512 / SR
-SILENCE = np.zeros(512, dtype=np.float32)
 
 
 @pytest.fixture(scope="module", params=["v1", "v2"])
@@ -256,50 +253,17 @@ def test_bad_waits_are_spec_errors():
         create_detector("semantic-text:threshold=2", VirtualClock())
 
 
-class Call:
-    """Speech from 0 to 1 s, then silence, one 32 ms frame at a time; the
-    transcript (and agent text) are handed in before the pause."""
-
-    def __init__(self, spec: str = "semantic-text:min_wait_ms=250,max_wait_ms=1500") -> None:
-        self.clock = VirtualClock()
-        self.det = create_detector(spec, self.clock)
-        self.t = 0.0
-
-    async def speak(self, until: float) -> list:
-        out = []
-        start = self.t
-        while self.t + FRAME_S <= until + 1e-9:
-            step = VADStep(prob=0.9, speaking=True, speech_start=start, speech_end=self.t + FRAME_S)
-            out += await self._frame(step)
-        return out
-
-    async def pause(self, seconds: float, speech_end: float) -> list[tuple[float, object]]:
-        out = []
-        stop = self.t + seconds
-        while self.t + FRAME_S <= stop + 1e-9:
-            # the VAD keeps "speaking" for its 96 ms stop window
-            speaking = self.t + FRAME_S - speech_end < 0.096
-            step = VADStep(prob=0.0, speaking=speaking, speech_end=speech_end)
-            out += [(self.clock.now(), s) for s in await self._frame(step)]
-        return out
-
-    async def _frame(self, step: VADStep) -> list:
-        frame = AudioInFrame(at=self.t, audio=SILENCE, sample_rate=SR, vad=step)
-        self.t += FRAME_S
-        await self.clock.advance_to(self.t)
-        return await self.det.on_audio(frame, step)
-
-    async def say(self, text: str) -> None:
-        await self.det.on_transcript(TranscriptFrame(at=self.clock.now(), text=text, is_final=True))
+SPEC = "semantic-text:min_wait_ms=250,max_wait_ms=1500"
 
 
 async def _first_end(text: str, agent: str = "") -> tuple[float, TurnEndFrame, list]:
-    call = Call()
-    call.det.set_agent_text(agent)
-    await call.speak(1.0)
-    end_of_speech = call.t
-    await call.say(text)
-    out = await call.pause(3.0, end_of_speech)
+    """Speech for 1 s, the transcript at its end, then 3 s of silence (the
+    shared DetectorDriver, tests/conftest.py): the one end and its wait."""
+    d = DetectorDriver(SPEC)
+    d.det.set_agent_text(agent)
+    await d.speak(1.0, text)
+    end_of_speech = d.t
+    out = await d.silence(3.0)
     ends = [(at, s) for at, s in out if isinstance(s, TurnEndFrame)]
     assert len(ends) == 1
     at, end = ends[0]
@@ -338,36 +302,32 @@ async def test_no_transcript_yet_waits_for_max_wait():
 
 
 async def test_transcript_arriving_in_the_pause_is_scored_when_it_arrives():
-    call = Call()
-    await call.speak(1.0)
-    end_of_speech = call.t
-    await call.say("i'd like to book a table for")
-    assert not [s for _, s in await call.pause(0.5, end_of_speech) if isinstance(s, TurnEndFrame)]
-    await call.say("i'd like to book a table for two")  # the recogniser caught up
-    out = await call.pause(0.1, end_of_speech)
+    d = DetectorDriver(SPEC)
+    await d.speak(1.0, "i'd like to book a table for")
+    end_of_speech = d.t
+    assert not [s for _, s in await d.silence(0.5) if isinstance(s, TurnEndFrame)]
+    # The recogniser caught up: the words were spoken before the pause.
+    await d.say("i'd like to book a table for two", spoken_until=end_of_speech)
+    out = await d.silence(0.1)
     assert [type(s) for _, s in out] == [TurnEndFrame]
 
 
 async def test_the_transcript_is_forgotten_when_the_turn_ends():
-    call = Call()
-    await call.speak(1.0)
-    await call.say("i'd like to book a table for two")
-    e1 = call.t
-    out = await call.pause(0.5, e1)
+    d = DetectorDriver(SPEC)
+    await d.speak(1.0, "i'd like to book a table for two")
+    out = await d.silence(0.5)
     assert any(isinstance(s, TurnEndFrame) for _, s in out)
-    assert call.det.text == ""
+    assert d.det.text == ""
     # next turn: speech but no transcript yet → not ended on the old text
-    await call.speak(call.t + 0.5)
-    e2 = call.t
-    out = await call.pause(1.0, e2)
+    await d.speak(0.5)
+    out = await d.silence(1.0)
     assert not any(isinstance(s, TurnEndFrame) for _, s in out)
 
 
 async def test_scores_once_per_text_change():
-    call = Call()
-    await call.speak(1.0)
-    await call.say("i'd like to book a table for")
-    det = call.det
+    d = DetectorDriver(SPEC)
+    await d.speak(1.0, "i'd like to book a table for")
+    det = d.det
     assert isinstance(det, SemanticTextDetector)
     from turnkit.detectors.endpointing import Evidence
 
