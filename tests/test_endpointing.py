@@ -30,9 +30,17 @@ class FakeScorer:
     reads_text = True
     no_evidence = "no transcript"
 
-    def __init__(self, p: float | None = 0.9, raises: bool = False, error: str | None = None):
+    def __init__(
+        self,
+        p: float | None = 0.9,
+        raises: bool = False,
+        error: str | None = None,
+        cost_ms: tuple[float, float] = (7.0, 5.0),  # (measured, fixed)
+    ):
         self.p, self.raises, self.error = p, raises, error
+        self.cost_ms = cost_ms
         self.looks: list[Evidence] = []
+        self.looked_at: list[float] = []
 
     async def score(self, ev: Evidence) -> Score:
         self.looks.append(ev)
@@ -40,7 +48,8 @@ class FakeScorer:
             raise RuntimeError("model blew up")
         if not ev.text:
             return Score(None)
-        return Score(self.p, compute_ms=7.0, fixed_ms=5.0, error=self.error)
+        m, f = self.cost_ms
+        return Score(self.p, compute_ms=m, fixed_ms=f, error=self.error)
 
 
 class FakeDetector(EndOfTurnDetector):
@@ -139,15 +148,51 @@ async def test_a_scorer_that_raises_falls_back_on_silence_and_is_counted() -> No
 
 
 async def test_compute_modes_charge_measured_fixed_or_nothing() -> None:
+    """The commit follows the VAD's confirmation at once; the look ran one
+    frame earlier, in the hangover (PRELOOK_MS), so what is still running
+    then — the cost less one frame — delays the decision."""
     charged = {}
     for mode in ("measured", "fixed", "none"):
-        det = FakeDetector(FakeScorer(0.9), WaitPolicy(min_wait_ms=0, max_wait_ms=1000))
+        scorer = FakeScorer(0.9, cost_ms=(70.0, 50.0))
+        det = FakeDetector(scorer, WaitPolicy(min_wait_ms=0, max_wait_ms=1000))
         det.set_compute(mode)  # type: ignore[arg-type]
         d = DetectorDriver(det)
         await d.speak(1.0, "yes")
         await d.silence(0.5)
         charged[mode] = d.ends()[0][1].compute_ms
-    assert charged == {"measured": 7.0, "fixed": 5.0, "none": 0.0}
+    frame_ms = FRAME_S * 1000
+    assert charged["measured"] == pytest.approx(70.0 - frame_ms)
+    assert charged["fixed"] == pytest.approx(50.0 - frame_ms)
+    assert charged["none"] == 0.0
+
+
+async def test_the_first_look_runs_in_the_vads_hangover_and_is_reused() -> None:
+    """The scorer is asked PRELOOK_MS into the silence, before the VAD
+    confirms the pause (96 ms): a model's cost overlaps the hangover instead
+    of delaying a confident answer, and the confirmed pause reuses that look
+    (one look, not two); if the caller goes on, the look is void."""
+    from turnkit.detectors.endpointing import PRELOOK_MS
+
+    scorer = FakeScorer(0.99, cost_ms=(40.0, 40.0))
+    det = FakeDetector(scorer, WaitPolicy(min_wait_ms=0, max_wait_ms=1000))
+    det.set_compute("fixed")
+    d = DetectorDriver(det)
+    await d.speak(1.0, "yes please")
+    # A dip of two quiet frames inside speech: looked at, then void.
+    await d.frames(0.02, 2 * FRAME_S)
+    assert len(scorer.looks) == 1
+    await d.speak(0.5, "yes please that is all")
+    assert not d.ends()
+    await d.silence(0.5)
+    (_at, end), *rest = d.ends()
+    assert not rest
+    # One more look, for the pause that ended the turn; it was taken before
+    # the VAD's stop window had passed, and the commit at the confirmation
+    # found 40 - 32 ms of it still running.
+    assert len(scorer.looks) == 2
+    assert scorer.looks[1].pause != scorer.looks[0].pause
+    assert end.compute_ms == pytest.approx(40.0 - FRAME_S * 1000)
+    assert PRELOOK_MS < 96.0
 
 
 async def test_a_late_transcript_of_the_last_turn_is_not_the_next_turns_words() -> None:

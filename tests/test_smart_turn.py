@@ -298,12 +298,15 @@ async def test_complete_ends_after_min_wait_with_the_model_cost():
 
 async def test_complete_with_zero_min_wait_ends_at_inference_without_eager():
     d = Driver(0.9, min_wait_ms=0)
+    d.det.set_compute("fixed")
     out = await d.feed([0.9] * 20 + [0.0] * 10)
     assert [type(s) for _, s in out] == [TurnEndFrame]
     _, end = out[0]
-    # at the VAD's stop (96 ms of quiet frames), carrying the whole model cost
+    # at the VAD's stop (96 ms of quiet frames); the model ran one frame
+    # before, in the VAD's hangover, so what is left of its run delays it
     assert end.at - d.vad.speech_end == pytest.approx(3 * FRAME_S)
-    assert end.compute_ms > 0
+    assert len(d.model.calls) == 1
+    assert end.compute_ms == pytest.approx(FIXED_COST_MS - FRAME_S * 1000)
 
 
 async def test_incomplete_waits_for_max_wait_and_charges_no_compute():
@@ -353,12 +356,13 @@ async def test_model_hears_the_turn_from_just_before_its_first_speech():
     await d.feed([0.0] * 100, level=0.5)
     await d.feed([0.9] * 20 + [0.0] * 10, level=0.5)
     (heard,) = d.model.calls
-    # 64 ms before the onset + 20 speech frames + the 3-frame stop window
-    assert heard.size == (2 + 20 + 3) * FRAME_N
+    # 64 ms before the onset + 20 speech frames + two quiet frames (the
+    # look is taken PRELOOK_MS into the silence, in the VAD's hangover)
+    assert heard.size == (2 + 20 + 2) * FRAME_N
     assert heard[2 * FRAME_N : 22 * FRAME_N].min() == 0.5
     # a new turn starts its own audio
     await d.feed([0.0] * 30 + [0.9] * 5 + [0.0] * 10, level=0.5)
-    assert d.model.calls[1].size == (2 + 5 + 3) * FRAME_N
+    assert d.model.calls[1].size == (2 + 5 + 2) * FRAME_N
 
 
 async def test_model_hears_at_most_window_s():

@@ -86,6 +86,14 @@ DIGIT_RUN_MS = 1200.0
 # Messages of the conversation kept for scorers that read it (LiveKit's
 # detector reads the last 6, merged by speaker).
 HISTORY_MESSAGES = 12
+# The scorer's first look at a pause is taken this long into the silence,
+# while the VAD's stop hysteresis (96 ms) has not yet confirmed it: the
+# model then runs during the hangover instead of after it, and its cost no
+# longer delays a confident answer (Smart Turn's ~55 ms on one core was
+# charged almost whole on turns answered at the floor). Two quiet frames,
+# not one: a single quiet frame inside a word (a stop consonant) is common
+# and would run the model for nothing.
+PRELOOK_MS = 64.0
 log = logging.getLogger(__name__)
 
 
@@ -259,6 +267,9 @@ class _Pause:
     text: str | None = None  # the words the score judged
     at: float = 0.0  # clock time of the last look
     cost_ms: float = 0.0  # what that look cost, as charged (measured / fixed / none)
+    # Clock time at which every look charged so far has finished: the
+    # looks run one after another on the host's one thread.
+    ready_at: float = 0.0
     eager_sent: bool = False
 
 
@@ -311,6 +322,7 @@ class Endpointing:
         self._quiet = False  # the last audio frame held no speech
         self._speech_end = 0.0
         self._early_at: float | None = None  # speech end an early eager went out for
+        self._pre: _Pause | None = None  # a look taken in the VAD's hangover
         if self._audio is not None:
             self._audio.clear()
 
@@ -383,20 +395,31 @@ class Endpointing:
                 out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
         if vad.speaking:
             self._pause = None  # speech again: the pending pause is void
-            return out + await self._maybe_early()
+            out += await self._maybe_early()
+            await self._maybe_prelook(vad)
+            return out
         if not self.turn_open:
             return out
         now = self.clock.now()
         pause = self._pause
         if pause is None or pause.speech_end != vad.speech_end:
-            self._pauses += 1
-            pause = self._pause = _Pause(speech_end=vad.speech_end, number=self._pauses)
+            pre, self._pre = self._pre, None
+            if pre is not None and pre.speech_end == vad.speech_end:
+                # The hangover's look was at this very pause: its verdict
+                # (and its cost, still running or done) stands.
+                pause = self._pause = pre
+            else:
+                self._pauses += 1
+                pause = self._pause = _Pause(speech_end=vad.speech_end, number=self._pauses)
             if self._early_at is not None:
                 # The early eager's draft is out for this pause.
                 self._early_at = None
                 pause.eager_sent = True
                 self.signalled = True
-            await self._look(pause, now)
+            if pause is not pre:
+                await self._look(pause, now)
+            elif self.scorer is not None and self.scorer.reads_text and pause.text != self.turn_text():
+                await self._look(pause, now)  # words arrived since the hangover's look
         elif self.scorer is not None and self.scorer.reads_text and pause.text != self.turn_text():
             await self._look(pause, now)  # words arrived during the pause
         policy = self.policy()
@@ -448,6 +471,24 @@ class Endpointing:
         self.scores += 1
         pause.score = await self._ask(self._evidence(pause.number, now))
         pause.cost_ms = self._charge(pause.score)
+        pause.ready_at = max(pause.ready_at, now) + pause.cost_ms / 1000
+
+    async def _maybe_prelook(self, vad: VADStep) -> None:
+        """The first look at a pause, taken in the VAD's hangover
+        (:data:`PRELOOK_MS` of silence, before the stop is confirmed) so the
+        model's cost overlaps the hangover. Void if the caller goes on."""
+        if self.scorer is None or not self.turn_open or not self._quiet:
+            return
+        pre = self._pre
+        if pre is not None and pre.speech_end == vad.speech_end:
+            return  # already looked at this silence
+        now = self.clock.now()
+        if (now - vad.speech_end) * 1000 < PRELOOK_MS - 1e-6:
+            return
+        # The number the pause will carry once confirmed (scorers cache on it).
+        self._pauses += 1
+        pre = self._pre = _Pause(speech_end=vad.speech_end, number=self._pauses)
+        await self._look(pre, now)
 
     async def _ask(self, ev: Evidence) -> Score:
         """The scorer's verdict; a scorer that raises is a failed look (the
@@ -504,7 +545,7 @@ class Endpointing:
         # The scorer ran when the pause began (or when its words last
         # changed); only the part of its cost still running now delays the
         # decision — all of it right after, none when a timer fires later.
-        pending = max(0.0, pause.cost_ms - (self.clock.now() - pause.at) * 1000)
+        pending = max(0.0, (pause.ready_at - self.clock.now()) * 1000)
         p = score.p if score is not None else None
         if score is not None and score.error is not None:
             self.fallbacks += 1
