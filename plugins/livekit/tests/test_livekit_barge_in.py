@@ -17,11 +17,20 @@ into ``caller.wav`` is the echo of what the session plays:
 
 Each scenario runs once with LiveKit deciding (``interruption.mode="vad"``) and
 once with turnkit deciding, and the test asserts the difference.
+
+The first two scenarios run again with turnkit's turn detector in the session
+as well (the example's setup): the detector's stream and the barge-in filter
+then share the session's one ``AudioTimeline``. A spy on turnkit's real
+``VADAnalyzer`` counts the VADs made and the ones that judged audio (one), and
+spies on the controller and the detector record the VAD verdicts each got:
+the very same objects, in the same order. The barge-in outcome is the one
+asserted for the filter alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -36,9 +45,12 @@ from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
 from livekit.agents.voice.io import TimedString
 from livekit.plugins import silero
 
+from turnkit.audio.vad import VADAnalyzer, VADStep
 from turnkit.audio.wav import read_wav
 from turnkit.barge_in.controller import Action
+from turnkit.frames import TurnEndFrame
 from turnkit.tts.espeak import EspeakTTS, _trim
+from turnkit_livekit import TurnkitStreamingDetector, attach, turn_detector
 from turnkit_livekit.barge_in import BargeInFilter, filter_barge_in, interruption_options
 
 HERE = Path(__file__).parent
@@ -55,6 +67,40 @@ from lk_harness import (  # noqa: E402
 )
 
 LEAD_S = 0.12  # say() this early: playback starts a few ms after, before the echo
+DETECTOR = "silence:stop_ms=600"  # turnkit's turn detector, where a test adds one
+
+
+class VADCensus:
+    """A spy on turnkit's real ``VADAnalyzer`` class: the instances made and,
+    per instance, how many frames it judged."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.made: list[VADAnalyzer] = []
+        self.judged: dict[int, int] = {}
+        init, analyze = VADAnalyzer.__init__, VADAnalyzer.analyze
+        census = self
+
+        def counting_init(vad: VADAnalyzer, *args: Any, **kwargs: Any) -> None:
+            init(vad, *args, **kwargs)
+            census.made.append(vad)
+
+        def counting_analyze(vad: VADAnalyzer, frame: np.ndarray, at: float) -> VADStep:
+            census.judged[id(vad)] = census.judged.get(id(vad), 0) + 1
+            return analyze(vad, frame, at)
+
+        monkeypatch.setattr(VADAnalyzer, "__init__", counting_init)
+        monkeypatch.setattr(VADAnalyzer, "analyze", counting_analyze)
+
+    def assert_one(self, vad: VADAnalyzer) -> None:
+        """``vad`` is the only turnkit VAD made, and the only one that ran."""
+        assert self.made == [vad], f"{len(self.made)} turnkit VADs made"
+        assert list(self.judged) == [id(vad)], f"{len(self.judged)} turnkit VADs ran"
+        assert self.judged[id(vad)] > 100  # it heard the call (32 ms frames)
+
+
+@pytest.fixture
+def census(monkeypatch: pytest.MonkeyPatch) -> VADCensus:
+    return VADCensus(monkeypatch)
 
 
 def _agent_turn(call: dict[str, Any], n: int) -> dict[str, Any]:
@@ -87,9 +133,13 @@ async def run_reply(
     audio: np.ndarray | None = None,
     tts_: tts.TTS | None = None,
     aligned: bool = False,
+    detector: TurnkitStreamingDetector | None = None,
 ) -> dict[str, Any]:
     """One session over ``call_id``'s audio from ``start_s`` to ``end_s``, the
-    agent saying ``text`` (with ``audio``, else through the TTS) at ``say_at``."""
+    agent saying ``text`` (with ``audio``, else through the TTS) at ``say_at``.
+    ``detector``: turnkit's turn detector in the session (else LiveKit's VAD
+    endpointing); the VAD verdicts the barge-in controller and the detector
+    got are returned (``controller_vad``, ``detector_vad``)."""
     wav, call = load_call(call_id)
     src = WavAudioInput(wav, start_s, end_s)
     out = CaptureAudioOutput()
@@ -100,8 +150,8 @@ async def run_reply(
         llm=FakeLLM("Okay."),
         tts=tts_ or FakeTTS(),
         turn_handling={
-            "turn_detection": "vad",
-            "endpointing": {"min_delay": 0.5, "max_delay": 3.0},
+            "turn_detection": detector if detector is not None else "vad",
+            "endpointing": {"min_delay": 0.2 if detector else 0.5, "max_delay": 3.0},
             "preemptive_generation": {"enabled": False},
             "interruption": interruption,  # type: ignore[typeddict-item]
         },
@@ -110,11 +160,13 @@ async def run_reply(
     session.input.audio = src
     session.output.audio = out
     users: list[str] = []
+    user_msgs: list[llm.ChatMessage] = []
     stopped_at: list[float] = []
 
     def on_item(ev: Any) -> None:
         if isinstance(ev.item, llm.ChatMessage) and ev.item.role == "user":
             users.append(ev.item.text_content or "")
+            user_msgs.append(ev.item)
 
     def on_state(ev: Any) -> None:
         if ev.old_state == "speaking":
@@ -122,14 +174,43 @@ async def run_reply(
 
     session.on("conversation_item_added", on_item)
     session.on("agent_state_changed", on_state)
+    if detector is not None:
+        attach(session, detector)  # the caller's words to the detector, its metrics
     await session.start(Agent(instructions="You take bookings."), record=False)
     bf: BargeInFilter | None = filter_barge_in(session) if turnkit else None
+    controller_vad: list[VADStep] = []
+    detector_vad: list[VADStep] = []
+    if bf is not None and detector is not None:
+        # Spies on the real objects: the verdicts each policy was given.
+        on_frame = bf.controller.on_frame
+        stream = detector.streams[-1]
+        on_audio = stream.detector.on_audio
+
+        def ctl_frame(v: VADStep, audio: Any = None) -> Action:
+            controller_vad.append(v)
+            return on_frame(v, audio)
+
+        async def det_audio(frame: Any, v: VADStep) -> Any:
+            detector_vad.append(v)
+            return await on_audio(frame, v)
+
+        bf.controller.on_frame = ctl_frame  # type: ignore[method-assign]
+        stream.detector.on_audio = det_audio  # type: ignore[method-assign]
     while src.position < say_at:
         await asyncio.sleep(0.005)
     said_at = src.position
     handle = session.say(text, audio=_frames(audio)) if audio is not None else session.say(text)
     await asyncio.wait_for(src.done.wait(), end_s - start_s + 10)
     await asyncio.sleep(0.5)
+    if controller_vad:
+        # The detector's task takes frames from LiveKit's queue after the
+        # controller judged them: wait until it has the last one judged now.
+        # (Not there in 10 s: the assertions on the two sequences say why.)
+        last = controller_vad[-1]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10):
+                while not any(v is last for v in detector_vad[-20:]):
+                    await asyncio.sleep(0.01)
     history = [
         m for m in session.history.items if isinstance(m, llm.ChatMessage) and m.role != "system"
     ]
@@ -140,31 +221,57 @@ async def run_reply(
         "stopped_at": stopped_at,
         "out": out,
         "users": users,
+        "user_msgs": user_msgs,
         "history": history,
         "filter": bf,
+        "controller_vad": controller_vad,
+        "detector_vad": detector_vad,
     }
+
+
+def _assert_one_timeline(run: dict[str, Any], census: VADCensus, detector: Any) -> None:
+    """The detector's stream and the barge-in filter ran on one timeline:
+    one turnkit VAD made and run, and the controller and the detector got
+    the same verdicts (the same objects), in the same order."""
+    bf: BargeInFilter = run["filter"]
+    census.assert_one(bf.vad)
+    [stream] = detector.streams
+    assert bf.stream is stream and stream.shared
+    assert stream.timeline is bf.timeline and stream.vad is bf.vad
+    ctl, det = run["controller_vad"], run["detector_vad"]
+    assert len(ctl) > 100
+    # The detector may have had a few frames before the filter was installed
+    # (judged by the same timeline); from the filter's first frame on, the
+    # two sequences are one.
+    i = next(k for k, v in enumerate(det) if v is ctl[0])
+    shared = det[i : i + len(ctl)]
+    assert len(shared) == len(ctl) and all(a is b for a, b in zip(shared, ctl, strict=True))
+    edges = [
+        (v.started, v.stopped, v.speech_start, v.speech_end) for v in ctl if v.started or v.stopped
+    ]
+    assert len(edges) >= 2, edges  # the caller spoke: the edges are not vacuous
+    assert stream.frames >= len(ctl)
 
 
 # -- echo and backchannel ----------------------------------------------------------
 
 
-async def test_echo_and_backchannel_do_not_stop_the_agent() -> None:
-    """booking-think-03: LiveKit alone stops its reply on its own echo or the
-    caller's "uh-huh"; with turnkit the reply plays to its end, the "uh-huh"
-    is let through as an acknowledgement (and dropped, not kept as a turn),
-    and the echo filter found the echo path."""
+def _echo_scenario() -> tuple[dict[str, Any], np.ndarray, dict[str, Any]]:
+    """booking-think-03's first agent turn (6.309-10.965 s), said with its own audio."""
     call_id = "booking-think-03"
     _, call = load_call(call_id)
-    turn = _agent_turn(call, 0)  # 6.309-10.965 s
+    turn = _agent_turn(call, 0)
     agent = read_wav(RECORDINGS / call_id / "agent.wav", SR)
     reply = agent[int(turn["start"] * SR) : int(turn["end"] * SR)]
     kw: dict[str, Any] = dict(say_at=turn["start"] - LEAD_S, text=turn["text"], audio=reply)
+    return turn, reply, kw
 
-    base = await run_reply(call_id, 5.5, 11.6, turnkit=False, **kw)
-    assert base["handle"].interrupted, "LiveKit alone did not stop: the test shows nothing"
-    assert base["out"].segments[0]["interrupted"]
 
-    run = await run_reply(call_id, 5.5, 11.6, turnkit=True, **kw)
+def _assert_agent_kept_talking(
+    run: dict[str, Any], turn: dict[str, Any], reply: np.ndarray
+) -> None:
+    """The reply played to its end, the "uh-huh" let through as an
+    acknowledgement (and dropped, not kept as a turn), the echo path found."""
     bf = run["filter"]
     assert not run["handle"].interrupted, bf.reasons
     seg = run["out"].segments[0]
@@ -185,20 +292,50 @@ async def test_echo_and_backchannel_do_not_stop_the_agent() -> None:
     assert msg.text_content == turn["text"] and not msg.interrupted
 
 
+async def test_echo_and_backchannel_do_not_stop_the_agent(census: VADCensus) -> None:
+    """booking-think-03: LiveKit alone stops its reply on its own echo or the
+    caller's "uh-huh"; with turnkit the reply plays to its end, the "uh-huh"
+    is let through as an acknowledgement (and dropped, not kept as a turn),
+    and the echo filter found the echo path. turnkit runs one VAD (LiveKit's
+    VAD endpointing decides turns here: the filter holds the timeline)."""
+    turn, reply, kw = _echo_scenario()
+    call_id = "booking-think-03"
+
+    base = await run_reply(call_id, 5.5, 11.6, turnkit=False, **kw)
+    assert base["handle"].interrupted, "LiveKit alone did not stop: the test shows nothing"
+    assert base["out"].segments[0]["interrupted"]
+
+    run = await run_reply(call_id, 5.5, 11.6, turnkit=True, **kw)
+    _assert_agent_kept_talking(run, turn, reply)
+    assert run["filter"].stream is None  # no turnkit detector: its own timeline
+    census.assert_one(run["filter"].vad)
+
+
+async def test_turn_detector_and_barge_in_share_one_vad_echo_and_backchannel(
+    census: VADCensus,
+) -> None:
+    """booking-think-03 with turnkit's turn detector in the session too: the
+    detector's stream and the barge-in filter share one timeline (one VAD,
+    one echo filter, one clock; the same verdicts in the same order), and
+    the agent still talks on through its echo and the "uh-huh"."""
+    turn, reply, kw = _echo_scenario()
+    det = turn_detector(DETECTOR, prediction_timeout_s=3.0)
+    assert isinstance(det, TurnkitStreamingDetector)
+    run = await run_reply("booking-think-03", 5.5, 11.6, turnkit=True, detector=det, **kw)
+    _assert_agent_kept_talking(run, turn, reply)
+    _assert_one_timeline(run, census, det)
+
+
 # -- a real barge-in, and the history cut to what was heard --------------------------
 
 
-async def test_barge_in_stops_the_agent_and_history_holds_the_heard_words() -> None:
-    """bargein-friday-05: the caller's "Sorry, actually make that Friday."
-    over the agent (and its echo) stops it within half a second; LiveKit
-    stores the reply cut to the words heard, flagged interrupted. Without
-    turnkit, LiveKit (no transcript synchronizer here) stores the whole text."""
+async def _bid_scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """bargein-friday-05's first agent turn, the whole planned reply in the
+    corpus's agent voice (espeak-ng), so it runs past the caller's bid."""
     _espeak_or_skip()
-    call_id = "bargein-friday-05"
-    _, call = load_call(call_id)
+    _, call = load_call("bargein-friday-05")
     turn = _agent_turn(call, 0)
     barge = next(e for e in call["events"] if e["type"] == "caller_turn" and e["start"] > 8)
-    # the corpus's agent voice for this call, the whole planned reply
     speech = await EspeakTTS("en-us+f3", speed=165).synthesize(turn["text"])
     speech = _trim(speech)
     from turnkit.audio.wav import resample
@@ -206,13 +343,14 @@ async def test_barge_in_stops_the_agent_and_history_holds_the_heard_words() -> N
     reply = resample(speech, 22050, SR)
     reply = 0.5 * reply / np.max(np.abs(reply))
     kw: dict[str, Any] = dict(say_at=turn["start"] - LEAD_S, text=turn["text"], audio=reply)
+    return turn, barge, kw
 
-    base = await run_reply(call_id, 4.0, 11.2, turnkit=False, **kw)
-    assert base["handle"].interrupted
-    bmsg = next(m for m in base["history"] if m.role == "assistant")
-    assert bmsg.interrupted and bmsg.text_content == turn["text"]  # all of it, heard or not
 
-    run = await run_reply(call_id, 4.0, 11.2, turnkit=True, **kw)
+def _assert_bid_stopped_the_agent(
+    run: dict[str, Any], turn: dict[str, Any], barge: dict[str, Any]
+) -> None:
+    """One stop, within 0.6 s of the bid's onset, executed when the
+    controller said; the reply stored cut to the words heard."""
     bf = run["filter"]
     assert run["handle"].interrupted
     assert bf.stops == 1, bf.reasons
@@ -232,6 +370,50 @@ async def test_barge_in_stops_the_agent_and_history_holds_the_heard_words() -> N
     [cut] = bf.truncations
     assert cut.heard == heard and cut.method == "estimate"
     assert cut.played_s == pytest.approx(stop - run["said_at"] - 0.0, abs=0.25)
+
+
+async def test_barge_in_stops_the_agent_and_history_holds_the_heard_words(
+    census: VADCensus,
+) -> None:
+    """bargein-friday-05: the caller's "Sorry, actually make that Friday."
+    over the agent (and its echo) stops it within half a second; LiveKit
+    stores the reply cut to the words heard, flagged interrupted. Without
+    turnkit, LiveKit (no transcript synchronizer here) stores the whole text."""
+    turn, barge, kw = await _bid_scenario()
+    call_id = "bargein-friday-05"
+
+    base = await run_reply(call_id, 4.0, 11.2, turnkit=False, **kw)
+    assert base["handle"].interrupted
+    bmsg = next(m for m in base["history"] if m.role == "assistant")
+    assert bmsg.interrupted and bmsg.text_content == turn["text"]  # all of it, heard or not
+
+    run = await run_reply(call_id, 4.0, 11.2, turnkit=True, **kw)
+    _assert_bid_stopped_the_agent(run, turn, barge)
+    census.assert_one(run["filter"].vad)
+
+
+async def test_turn_detector_and_barge_in_share_one_vad_real_bid(census: VADCensus) -> None:
+    """bargein-friday-05 with turnkit's turn detector in the session too:
+    one VAD for both, the same verdicts in the same order; the bid still
+    stops the agent as with the filter alone, and the caller's turn is
+    then ended by turnkit's detector on that VAD's speech end."""
+    turn, barge, kw = await _bid_scenario()
+    det = turn_detector(DETECTOR, prediction_timeout_s=3.0)
+    assert isinstance(det, TurnkitStreamingDetector)
+    run = await run_reply("bargein-friday-05", 4.0, 11.2, turnkit=True, detector=det, **kw)
+    _assert_bid_stopped_the_agent(run, turn, barge)
+    _assert_one_timeline(run, census, det)
+    # The bid's turn was ended by turnkit's detector (600 ms after the
+    # speech end the shared VAD saw), and LiveKit committed on it.
+    [msg] = run["user_msgs"]
+    m = msg.metrics
+    assert m["turnkit_detector"] == DETECTOR
+    assert m["turnkit_silence_ms"] == pytest.approx(600, abs=40)
+    [stream] = det.streams
+    ends = [s for s in stream.signals if isinstance(s, TurnEndFrame)]
+    assert ends and any(abs(e.at - (barge["end"] - 4.0 + 0.6)) < 0.5 for e in ends), [
+        e.at for e in ends
+    ]
 
 
 # -- word timestamps from the TTS ------------------------------------------------------
@@ -279,10 +461,7 @@ class _WordsStream(tts.SynthesizeStream):
         audio = resample(timed.audio, timed.sample_rate, SR)
         owner.renders.append(timed.words)
         output_emitter.push_timed_transcript(
-            [
-                TimedString(f"{w.text} ", start_time=w.start, end_time=w.end)
-                for w in timed.words
-            ]
+            [TimedString(f"{w.text} ", start_time=w.start, end_time=w.end) for w in timed.words]
         )
         pcm = (np.clip(audio, -1, 1) * 32767).astype(np.int16)
         output_emitter.push(pcm.tobytes())
@@ -319,4 +498,3 @@ async def test_truncation_uses_tts_word_timestamps() -> None:
     msg = next(m for m in run["history"] if m.role == "assistant")
     assert msg.interrupted
     assert (msg.text_content or "").split() == expected
-

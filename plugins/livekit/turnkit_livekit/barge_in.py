@@ -381,9 +381,7 @@ class BargeInFilter:
         # The session's one timeline: the turnkit detector stream's, if the
         # session runs one (its detector then reads the frames judged here).
         self.stream = session_stream(session)
-        self.timeline = (
-            self.stream.share_timeline() if self.stream is not None else AudioTimeline()
-        )
+        self.timeline = self.stream.share_timeline() if self.stream is not None else AudioTimeline()
         if isinstance(echo, EchoFilter):
             self.timeline.echo = echo
         else:
