@@ -8,9 +8,11 @@ Tests that need espeak-ng skip without it, unless ``TURNKIT_REQUIRE_TTS=1``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from engine import running_llama_server
 from real_tts import require_espeak
 
 from turnkit.audio.vad import VADStep
@@ -19,7 +21,8 @@ from turnkit.barge_in.cursor import PlaybackCursor, WordTimestampsFrame
 from turnkit.barge_in.history_processor import HistoryTruncator
 from turnkit.barge_in.processors import BargeInProcessor
 from turnkit.barge_in.truncation import TruncationConfig, tokens
-from turnkit.clock import VirtualClock
+from turnkit.clock import RealClock, VirtualClock
+from turnkit.drafting.responder import Responder, ResponderParams, ResponderProcessor
 from turnkit.frames import (
     AgentAudioStartedFrame,
     AgentAudioStoppedFrame,
@@ -33,6 +36,7 @@ from turnkit.frames import (
     TurnEndFrame,
     Word,
 )
+from turnkit.llm.client import ChatClient
 from turnkit.pipeline import CollectSink, FrameDirection, Pipeline
 from turnkit.tts import EspeakTTS, TTSProcessor, WordTimedAudio
 
@@ -428,3 +432,79 @@ async def test_turnkit_pipeline_without_word_timings_cuts_on_sentence_anchors():
     scale = (len(whole) / EspeakTTS.sample_rate) / second.duration
     truth = sum(1 for w in second.words if w.end * scale <= 0.6)
     assert abs((cut.words_kept - first) - truth) <= 1, (cut.text, truth)
+
+
+# --- the Responder's history, through the cursor the output feeds ----------------
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[str]:
+    with running_llama_server() as base_url:
+        yield base_url
+
+
+async def test_responder_history_holds_the_words_heard_on_the_real_engine(engine: str):
+    """turnkit's whole reply path on the real clock: the Responder streams
+    the real engine's reply, TTSProcessor renders it with espeak-ng word
+    timings, the BargeInProcessor plays it and feeds the cursor it shares
+    with the Responder; once three words have played the caller says "wait
+    stop", the controller stops the reply, and the Responder's history (what
+    the next LLM request sends) holds the words whose audio ended by then."""
+    require_espeak()
+    clock = RealClock()
+    cursor = PlaybackCursor(clock)
+    client = ChatClient(engine, first_token_timeout_s=60)
+    responder = ResponderProcessor(
+        lambda emit: Responder(
+            client,
+            clock,
+            emit=emit,
+            cursor=cursor,
+            system_prompt="You are a phone agent. Answer in two full spoken sentences.",
+            params=ResponderParams(max_tokens=60, temperature=0.0),
+        )
+    )
+    proc = BargeInProcessor(clock, BargeInController(clock), cursor=cursor)
+    sink = CollectSink()
+    pipe = Pipeline([responder, TTSProcessor(EspeakTTS(), clock), proc, sink])
+    await pipe.start()
+
+    async def until(cond, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+        async with asyncio.timeout(timeout):
+            while not cond():
+                await asyncio.sleep(0.005)
+
+    def stamped() -> list[Word]:
+        rid = proc.playing_reply
+        return list(cursor.reply(rid).words or []) if proc.playing and rid else []
+
+    try:
+        await pipe.queue_frame(TranscriptFrame(text="where is my order", is_final=True))
+        await pipe.queue_frame(TurnEndFrame(detector="test"))
+        # Three words played (and the reply has more).
+        await until(lambda: len(stamped()) > 4 and proc.played_s >= stamped()[2].end + 0.05)
+        rid = proc.playing_reply
+        now = clock.now()
+        await pipe.queue_frame(_caller_frame(now, True))
+        await pipe.queue_frame(TranscriptFrame(at=now, text="wait stop"))
+        await until(lambda: proc.confirms == 1)
+        await until(lambda: responder.responder.history[-1]["role"] == "assistant")
+        await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+        await responder.responder.aclose()
+        await client.aclose()
+    assert proc.actions == [Action.STOP]
+    words = cursor.reply(rid).words
+    assert words is not None
+    played = cursor.played_s(rid)
+    # The words whose audio ended by the stop (give or take the 20 ms frame
+    # playing at the stop and the time the stop took on a busy machine).
+    lo = sum(1 for w in words if w.end <= played - 0.03)
+    hi = sum(1 for w in words if w.end <= played + 0.03)
+    heard = cursor.heard(rid)
+    assert heard.method == "timestamps" and lo <= heard.words_kept <= hi
+    assert 3 <= heard.words_kept < heard.words_total
+    said = responder.responder.history[-1]["content"]
+    assert said == heard.text + " [interrupted by the caller]", (said, heard)
+    assert [m["role"] for m in responder.responder.history] == ["system", "user", "assistant"]

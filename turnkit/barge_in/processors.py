@@ -132,6 +132,11 @@ class BargeInProcessor(FrameProcessor):
         self.actions: list[Action] = []  # every action executed, in order
 
     @property
+    def playing_reply(self) -> int:
+        """The id of the reply whose audio went out last (0: none yet)."""
+        return self._playing_id
+
+    @property
     def policy(self) -> BargeInController:  # the former name
         return self.controller
 
@@ -218,8 +223,10 @@ class BargeInProcessor(FrameProcessor):
         while len(self._texts) > 64:
             self._texts.pop(next(iter(self._texts)))
         r = self.cursor.reply(reply_id)
-        # A shared cursor may already hold more of it (the Responder's text).
-        if not r.text.startswith(new):
+        # A shared cursor may already hold more of it (the Responder's text,
+        # of which the TTS spoke whole sentences, spacing aside).
+        words = new.split()
+        if r.text.split()[: len(words)] != words:
             self.cursor.on_text(reply_id, new, append=False)
         return new
 
