@@ -81,7 +81,7 @@ import numpy as np
 
 from turnkit.audio.vad import VADStep
 from turnkit.barge_in.echo import EchoTranscriptCheck
-from turnkit.barge_in.lexicon import is_answer, is_backchannel, tokens
+from turnkit.barge_in.lexicon import is_answer, is_backchannel, is_backchannel_prefix, tokens
 from turnkit.clock import Clock
 
 __all__ = ["Action", "BargeInController", "BargeInParams", "Evidence"]
@@ -119,6 +119,8 @@ class BargeInParams:
     # Speech this long while paused is a bid without words.
     confirm_after_s: float = 1.2
     max_backchannel_words: int = 3
+    # Speculative holds on one segment; the next pause stands.
+    max_holds: int = 2
     # Held speculatively, the caller went quiet this long: resume (a dip
     # of one frame between two words is not the end).
     quiet_resume_s: float = 0.096
@@ -152,6 +154,10 @@ class Evidence:
     score: float | None = None  # bid score when it was judged
     probs: list[float] = field(default_factory=list)  # VAD probability per frame
     held: bool = False  # a speculative hold on it ended in a resume
+    holds: int = 0  # speculative holds on it so far
+    restart: float | None = None  # speech again after a held sound, since
+    long_held: bool = False  # the hold past max_backchannel_s was spent
+    lexical: bool = False  # its words so far are acknowledgement words (or begin one)
 
     @property
     def duration(self) -> float:
@@ -359,19 +365,39 @@ class BargeInController:
             return self._while_paused(seg, now, quiet)
         # Talking: judge the segment on its audio so far.
         if seg.held and seg.speaking and not quiet:
-            # Speech again right after a held sound ("Wait, | that's not"):
-            # hold again at once.
+            # Speech again right after a held sound: a bid going on ("Wait,
+            # | that's not") or a doubled acknowledgement ("yes | yes").
             seg.held = False
-            return self._pause("speech again after a held sound", speculative=True)
+            seg.restart = seg.last_speech
         if not seg.speaking:
             # Ended short of a pause: an acknowledgement or a noise, unless
             # late words say otherwise (they may trail the audio).
             if seg.acknowledged or now - seg.last_speech > self.params.word_wait_s:
                 self._close()
             return Action.KEEP
+        p = self.params
+        if seg.acknowledged or seg.lexical:
+            # The words so far are acknowledgement words ("yes", "oh" of
+            # "oh okay"): the next word decides, not the audio.
+            return Action.KEEP
+        if seg.restart is not None:
+            # The second part holds again once it is ``pause_after_s`` long
+            # (a doubled acknowledgement's second word is shorter than the
+            # hold that follows); after two holds, the pause stands.
+            if seg.last_speech - seg.restart >= p.pause_after_s - 1e-9:
+                seg.restart = None
+                return self._pause(
+                    "speech going on after a held sound", speculative=seg.holds < p.max_holds
+                )
+            return Action.KEEP
         dur = seg.duration
-        if dur >= self.params.max_backchannel_s - 1e-9:
-            return self._pause(f"speech past {self.params.max_backchannel_s:.2f} s")
+        if dur >= p.max_backchannel_s - 1e-9 and not seg.long_held:
+            # Past a backchannel's usual length: hold, and the pause stands
+            # if the speech goes on through the hold.
+            seg.long_held = True
+            return self._pause(
+                f"speech past {p.max_backchannel_s:.2f} s", speculative=seg.holds < p.max_holds
+            )
         if not seg.acknowledged and dur >= self.params.pause_after_s - 1e-9 and seg.score is None:
             seg.score = self.bid_score(seg)
             if seg.score >= self.params.bid_threshold:
@@ -514,6 +540,10 @@ class BargeInController:
             return Action.KEEP
         bid = None
         if not is_backchannel(text, self.language):
+            if is_backchannel_prefix(text, self.language):
+                # "i" of "i see", "got" of "got it": the next word decides.
+                seg.lexical = True
+                return Action.KEEP
             bid = f"words: {text!r}"
         elif len(seg.words) > self.params.max_backchannel_words:
             bid = f"many words: {text!r}"
@@ -524,6 +554,7 @@ class BargeInController:
             if self._paused:
                 return self._act(Action.CONFIRM, bid)
             return self._act(Action.STOP, bid)
+        seg.lexical = True
         if not seg.acknowledged:
             seg.acknowledged = True
             self.acknowledgements.append((self.clock.now(), text))
@@ -564,6 +595,8 @@ class BargeInController:
         self._paused = True
         self._paused_at = self.clock.now()
         self._hold_until = self._paused_at + self.params.hold_s if speculative else None
+        if speculative and self._seg is not None:
+            self._seg.holds += 1
         self._hold_quiet = False
         return self._act(Action.PAUSE, reason)
 

@@ -17,6 +17,7 @@ __all__ = [
     "backchannel_words",
     "is_answer",
     "is_backchannel",
+    "is_backchannel_prefix",
     "tokens",
 ]
 
@@ -105,6 +106,23 @@ def is_backchannel(text: str, language: str = "en") -> bool:
     """Every word of ``text`` belongs to a backchannel phrase of the language."""
     words = tokens(text)
     return bool(words) and _split(words, _phrases(language)) is not None
+
+
+def is_backchannel_prefix(text: str, language: str = "en") -> bool:
+    """``text`` may still become a backchannel: its words split into lexicon
+    phrases with the last one cut short ("i" of "i see", "got" of "got it",
+    "oh" then "oh okay" is a backchannel already). A streaming recogniser
+    sends "i" before "i see": that first word is not yet a bid."""
+    words = tokens(text)
+    if not words:
+        return False
+    phrases = _phrases(language)
+    prefixes = {p[:k] for p in phrases for k in range(1, len(p))}
+    for cut in range(max(0, len(words) - 2), len(words)):
+        head, tail = words[:cut], tuple(words[cut:])
+        if tail in prefixes and (not head or _split(head, phrases) is not None):
+            return True
+    return False
 
 
 def is_answer(text: str, language: str = "en") -> bool:
