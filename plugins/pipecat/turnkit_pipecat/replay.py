@@ -49,7 +49,15 @@ from turnkit.audio import SAMPLE_RATE
 from turnkit.audio.vad import VADParams
 from turnkit.barge_in.controller import BargeInController
 from turnkit.clock import VirtualClock
-from turnkit.frames import AgentTextFrame, TranscriptFrame, TurnEndFrame
+from turnkit.detectors.endpointing import ComputeMode
+from turnkit.frames import (
+    AgentTextFrame,
+    AudioInFrame,
+    TranscriptFrame,
+    TurnEagerFrame,
+    TurnEndFrame,
+    TurnResumedFrame,
+)
 from turnkit.frames import Frame as TurnkitFrame
 from turnkit.pipeline import CollectSink
 from turnkit.pipeline import FrameDirection as TurnkitDirection
@@ -69,15 +77,20 @@ from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUser
 __all__ = ["LatencyModelAgent", "feed_frames", "recording_frames", "replay_in_pipecat"]
 
 
+def _compute(config: ReplayConfig) -> ComputeMode:
+    return config.compute if config.count_compute else "none"
+
 
 def recording_frames(
     rec: Recording, *, chunk_samples: int = 512, stt_delay_s: float = 0.0
 ) -> list[Frame]:
-    """The call as Pipecat would see it from a transport and an STT: audio
-    chunks, and after the chunk in which a word (plus ``stt_delay_s``) ends,
-    an interim transcript (a final one for the last word before a pause).
-    Word times and the utterance id ride in ``result`` (see
-    :meth:`TurnkitTurnEngine._transcript`)."""
+    """The call as Pipecat would see it from a transport and an STT: 16-bit
+    audio chunks at 16 kHz (the pipeline's input rate: a telephone
+    serializer resamples an 8 kHz line to it, so the engine does not learn
+    the line's rate as turnkit replay's detector does), and after the chunk in which a word
+    (plus ``stt_delay_s``) ends, an interim transcript (a final one for the
+    last word before a pause). Word times and the utterance id ride in
+    ``result`` (see :meth:`TurnkitTurnEngine._transcript`)."""
     audio = rec.caller_audio(SAMPLE_RATE)
     pcm = np.clip(np.round(audio * 32768.0), -32768, 32767).astype("<i2")
     words = sorted(oracle_words(rec), key=lambda w: w.end + stt_delay_s)
@@ -183,33 +196,41 @@ class LatencyModelAgent(FrameProcessor):
         self.clock = clock if clock is not None else VirtualClock()
         self._rec, self._config = rec, config
         self._rng = random.Random(call_seed(config, rec.id, detector_spec))
-        self._barge_in = (
-            barge_in if barge_in is not None else BargeInController.raw_vad(self.clock)
-        )
+        self._barge_in = barge_in if barge_in is not None else BargeInController.raw_vad(self.clock)
         # Built in start_sim: turnkit replay's own reply path (Responder over
         # the simulated engine, played by SimulatedAgent), not a copy of it.
         self.agent: SimulatedAgent | None = None
         self.sim: TurnkitPipeline | None = None
         self.context: LLMContext | None = None
-        # The engine's whole-turn transcripts, handed to the agent with the
-        # next audio: the barge-in controller's words (as the oracle's are
-        # in turnkit replay).
-        self._texts: list[TranscriptFrame] = []
+        # What the engine heard and decided, in the order it did: its 32 ms
+        # caller frames, whole-turn transcripts (the barge-in controller's
+        # words, as the oracle's are in turnkit replay) and its eager /
+        # resumed signals (the Responder's drafts). Handed to the agent in
+        # that order as the audio reaches it, so the agent hears exactly
+        # the sequence turnkit replay's pipeline gives it.
+        self._heard: list[AudioInFrame | TranscriptFrame | TurnEagerFrame | TurnResumedFrame] = []
         engine.on_signal(self._engine_frame)
         self._seen: set[int] = set()
         self._seen_event = asyncio.Event()
         self.stops = 0
 
     def _engine_frame(self, item: object) -> None:
-        if isinstance(item, TranscriptFrame):
-            self._texts.append(item)
+        if isinstance(item, AudioInFrame | TranscriptFrame | TurnEagerFrame | TurnResumedFrame):
+            self._heard.append(item)
 
-    async def _flush_texts(self) -> None:
+    async def _flush_heard(self) -> None:
+        """Hand the agent everything the engine heard and signalled so far,
+        in order; each caller frame first moves the agent's clock to its end.
+        (A turn end is not among them: Pipecat's ``UserStoppedSpeakingFrame``
+        is the commit, see :meth:`process_frame`.)"""
         assert self.sim is not None
-        texts, self._texts = self._texts, []
-        for tf in texts:
-            await self.sim.queue_frame(tf)
+        heard, self._heard = self._heard, []
+        for item in heard:
+            if isinstance(item, AudioInFrame):
+                await self.clock.advance_to(item.end)
+            await self.sim.queue_frame(item)
             await self.sim.wait_idle()
+            self.sim.processors[-1].frames.clear()  # type: ignore[attr-defined]
 
     def _agent_text(self, text: str) -> None:
         # The bot's reply starts playing: its words are the detector's context
@@ -233,7 +254,7 @@ class LatencyModelAgent(FrameProcessor):
             ModelTTFT(LatencyModel.parse(config.llm_ttft_ms), self._rng),
             self._rng,
             config,
-            count_compute=config.count_compute,
+            count_compute=_compute(config) != "none",
         )
         self.sim = TurnkitPipeline([_AgentTextTap(self._agent_text), self.agent, CollectSink()])
         await self.sim.start()
@@ -246,18 +267,14 @@ class LatencyModelAgent(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, InputAudioRawFrame) and direction is FrameDirection.DOWNSTREAM:
-            await self._flush_texts()
-            for af in await self.engine.audio_of(frame):
-                await self.clock.advance_to(af.end)
-                await self.sim.queue_frame(af)
-                await self.sim.wait_idle()
-                self.sim.processors[-1].frames.clear()  # type: ignore[attr-defined]
+            await self.engine.audio_of(frame)  # the engine has framed and judged it
+            await self._flush_heard()
             await self.push_frame(frame, direction)
             self._seen.add(id(frame))
             self._seen_event.set()
             return
         elif isinstance(frame, UserStoppedSpeakingFrame):
-            await self._flush_texts()
+            await self._flush_heard()
             self.stops += 1
             now = self.clock.now()
             made = [d for d in self.engine.decisions if abs(d.at - now) < 1e-6]
@@ -285,6 +302,8 @@ async def replay_in_pipecat(
             threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
         ),
     )
+    # The model cost charged to decisions, as turnkit replay charges it.
+    engine.detector.set_compute(_compute(config))
     # The same barge-in filters as turnkit replay: the echo filter (reference:
     # the recorded agent.wav) in front of the engine's VAD, the filtered
     # policy in the agent.
