@@ -28,6 +28,7 @@ from turnkit.frames import (
     AgentAudioStoppedFrame,
     AgentTextFrame,
     AudioInFrame,
+    AudioOutFrame,
     InterruptionFrame,
     LLMTextFrame,
     PlaybackMarkFrame,
@@ -432,6 +433,54 @@ async def test_turnkit_pipeline_without_word_timings_cuts_on_sentence_anchors():
     scale = (len(whole) / EspeakTTS.sample_rate) / second.duration
     truth = sum(1 for w in second.words if w.end * scale <= 0.6)
     assert abs((cut.words_kept - first) - truth) <= 1, (cut.text, truth)
+
+
+async def test_audio_rendered_after_a_stop_is_not_played():
+    """The TTS may finish a sentence of a reply the caller has just stopped
+    (it hears of the stop after its render): that audio is dropped, and the
+    next reply plays."""
+    clock = VirtualClock()
+    proc = BargeInProcessor(clock, BargeInController(clock))
+    sink = CollectSink()
+    pipe = Pipeline([proc, sink])
+    await pipe.start()
+
+    def out(rid: int, n: int) -> list[AudioOutFrame]:
+        return [
+            AudioOutFrame(audio=np.zeros(320, np.float32), sample_rate=16000, reply_id=rid)
+            for _ in range(n)
+        ]
+
+    try:
+        await pipe.queue_frame(AgentTextFrame(reply_id=1, text="Your order shipped on Monday."))
+        for f in out(1, 25):
+            await pipe.queue_frame(f)
+        await pipe.wait_idle()
+        await clock.advance_to(0.1)
+        await pipe.queue_frame(_caller_frame(0.1, True))
+        await pipe.queue_frame(TranscriptFrame(at=0.1, text="wait no"))
+        await pipe.wait_idle()
+        assert proc.actions == [Action.STOP] and proc.confirms == 1
+        played = sum(isinstance(f, AudioOutFrame) for f in sink.frames)
+        await pipe.queue_frame(AgentTextFrame(reply_id=1, text="It arrives Friday."))
+        for f in out(1, 10):  # the late sentence of the stopped reply
+            await pipe.queue_frame(f)
+        await pipe.wait_idle()
+        await clock.advance_to(1.0)
+        await pipe.wait_idle()
+        assert sum(isinstance(f, AudioOutFrame) for f in sink.frames) == played
+        assert not proc.playing and proc.cursor.reply(1).text == "Your order shipped on Monday."
+        await pipe.queue_frame(AgentTextFrame(reply_id=2, text="Sure."))
+        for f in out(2, 5):
+            await pipe.queue_frame(f)
+        await pipe.wait_idle()  # the player starts
+        await clock.advance_to(2.0)
+        await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+    assert sum(isinstance(f, AudioOutFrame) for f in sink.frames) == played + 5
+    started = [f.reply_id for f in sink.frames if isinstance(f, AgentAudioStartedFrame)]
+    assert started == [1, 2]
 
 
 # --- the Responder's history, through the cursor the output feeds ----------------

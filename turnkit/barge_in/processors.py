@@ -129,6 +129,7 @@ class BargeInProcessor(FrameProcessor):
         self.marks = 0
         self._texts: dict[int, str] = {}  # each reply's text, as its chunks came
         self._playing_id = 0  # the reply whose audio is going out
+        self._dropped: set[int] = set()  # replies stopped or cancelled: late audio is dropped
         self.actions: list[Action] = []  # every action executed, in order
 
     @property
@@ -143,6 +144,12 @@ class BargeInProcessor(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         if isinstance(frame, StartFrame):
             self.controller.reset()
+        elif (
+            isinstance(frame, AgentTextFrame | WordTimestampsFrame)
+            and direction is FrameDirection.DOWNSTREAM
+            and frame.reply_id in self._dropped
+        ):
+            return  # a stopped or cancelled reply's late text: nothing plays
         elif isinstance(frame, AgentTextFrame) and direction is FrameDirection.DOWNSTREAM:
             # The reply text for this audio: context for "okay" after a question.
             text = self._add_text(frame.reply_id, frame.text)
@@ -171,6 +178,10 @@ class BargeInProcessor(FrameProcessor):
                 FrameDirection.UPSTREAM,
             )
         elif isinstance(frame, AudioOutFrame) and direction is FrameDirection.DOWNSTREAM:
+            if frame.reply_id and frame.reply_id in self._dropped:
+                # Rendered before the TTS heard of the stop: never played.
+                self.flushed_frames += 1
+                return
             if self.paused:
                 self._held.append(frame)
             else:
@@ -327,6 +338,7 @@ class BargeInProcessor(FrameProcessor):
         now = self.clock.now()
         self.controller.on_agent_stopped(now)
         self.cursor.on_stopped(self._playing_id, "interrupted")
+        self._drop(self._playing_id)
         await self.push_frame(
             AgentAudioStoppedFrame(at=now, reply_id=self._playing_id, reason="interrupted")
         )
@@ -338,12 +350,19 @@ class BargeInProcessor(FrameProcessor):
         """The caller spoke before the reply's first audio: drop it."""
         self.cancelled += 1
         self.controller.on_reply_pending(False)
+        self._drop(self.reply_id)
         self.flushed_frames += len(self._queue)
         self._queue.clear()
         await self.push_frame(
             InterruptionFrame(at=self.clock.now(), reason="reply cancelled"),
             FrameDirection.UPSTREAM,
         )
+
+    def _drop(self, reply_id: int) -> None:
+        if reply_id:
+            self._dropped.add(reply_id)
+            if len(self._dropped) > 256:
+                self._dropped.discard(min(self._dropped))
 
     async def stop(self) -> None:
         if self._player is not None:
