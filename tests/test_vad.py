@@ -7,7 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from turnkit.audio.vad import SileroVAD, VADAnalyzer, VADParams, VADStep
+from turnkit.audio.vad import (
+    SILERO_16K_MODEL_PATH,
+    SILERO_MODEL_PATH,
+    SileroVAD,
+    VADAnalyzer,
+    VADParams,
+    VADStep,
+)
 from turnkit.audio.wav import AudioError, iter_frames
 from turnkit.replay.recording import RecordingError, load_recording
 
@@ -111,6 +118,39 @@ def test_two_silero_instances_keep_separate_state():
         a(loud)
     b_alone = SileroVAD()
     assert b(quiet) == b_alone(quiet)
+
+
+def test_branch_free_16k_model_matches_the_vendored_model_bit_for_bit():
+    """SileroVAD's default model (silero_vad_16k.onnx, the vendored graph
+    with its run-time branches resolved for 16 kHz, batch 1) gives exactly
+    the vendored model's probabilities and state, frame after frame, on
+    real calls (speech, echo, noise, silence) and on synthetic edge cases."""
+    assert SileroVAD()._session is not SileroVAD(SILERO_MODEL_PATH)._session
+    calls = _calls()[:2]
+    if not calls:
+        pytest.skip(f"no recorded call under {RECORDINGS}")
+    audio = [load_recording(c).caller_audio() for c in calls]
+    rng = np.random.default_rng(7)
+    audio.append(
+        np.concatenate(
+            [
+                np.zeros(4096, np.float32),
+                np.clip(rng.standard_normal(8192), -1, 1).astype(np.float32),  # full-scale noise
+                np.ones(2048, np.float32),
+                -np.ones(2048, np.float32),
+            ]
+        )
+    )
+    fast, vendored = SileroVAD(SILERO_16K_MODEL_PATH), SileroVAD(SILERO_MODEL_PATH)
+    n = 0
+    for a in audio:
+        fast.reset()
+        vendored.reset()
+        for _, frame in iter_frames(a, 512):
+            assert fast(frame) == vendored(frame)
+            n += 1
+        assert np.array_equal(fast._state, vendored._state)
+    assert n > 1000
 
 
 # --- VADAnalyzer hysteresis, driven by hand-made probabilities ----------------

@@ -3,7 +3,11 @@ per-frame probabilities into speech start/stop edges.
 
 :class:`SileroVAD` runs the vendored Silero v6 model (MIT) with onnxruntime,
 512 samples (32 ms) at a time at 16 kHz, carrying the LSTM state and the
-64-sample context between calls exactly as the reference wrapper does.
+64-sample context between calls exactly as the reference wrapper does. By
+default it loads ``silero_vad_16k.onnx``: the same graph with its run-time
+branches (sample rate, batch and state shapes) resolved for the one shape
+turnkit feeds (``scripts/silero_16k.py``): the same kernels on the same
+data, bit-identical probabilities, ~20 % less time per frame.
 
 :class:`VADAnalyzer` decides *is the caller speaking now* from those
 probabilities: speech starts after ``start_ms`` of frames at or above
@@ -30,9 +34,19 @@ from typing import ClassVar
 import numpy as np
 import onnxruntime as ort
 
-__all__ = ["SILERO_MODEL_PATH", "SileroVAD", "VADAnalyzer", "VADParams", "VADStep"]
+__all__ = [
+    "SILERO_16K_MODEL_PATH",
+    "SILERO_MODEL_PATH",
+    "SileroVAD",
+    "VADAnalyzer",
+    "VADParams",
+    "VADStep",
+]
 
 SILERO_MODEL_PATH = Path(str(resources.files("turnkit.models").joinpath("silero_vad.onnx")))
+# The same model without run-time branches, for 16 kHz, batch 1 (the only
+# shape SileroVAD feeds): what SileroVAD loads by default.
+SILERO_16K_MODEL_PATH = Path(str(resources.files("turnkit.models").joinpath("silero_vad_16k.onnx")))
 
 
 def _session(path: Path) -> ort.InferenceSession:
@@ -54,7 +68,7 @@ class SileroVAD:
 
     _shared_sessions: ClassVar[dict[Path, ort.InferenceSession]] = {}
 
-    def __init__(self, model_path: Path = SILERO_MODEL_PATH) -> None:
+    def __init__(self, model_path: Path = SILERO_16K_MODEL_PATH) -> None:
         # The session is stateless (state is passed in), so one per process
         # serves every call.
         session = self._shared_sessions.get(model_path)
