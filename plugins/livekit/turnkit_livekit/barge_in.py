@@ -23,8 +23,10 @@ supported pieces only:
   (:class:`~turnkit_livekit.detectors.TurnkitStreamingDetector`), the
   timeline is its stream's (:meth:`~turnkit_livekit.detectors.TurnkitDetectorStream.share_timeline`)
   and the stream reads the verdicts the frames carry: one VAD, one echo
-  filter, one 16 kHz converter and one audio clock per session, the
-  controller and the detector seeing the same speech edges;
+  filter, one 16 kHz converter and one audio time axis per session, the
+  controller and the detector seeing the same frames and speech edges in
+  the same order (the detector's clock is the end of the last frame it
+  was given: it runs behind the mic path by LiveKit's queue);
 * the controller decides; :class:`BargeInFilter` only executes its actions
   through the session's public API: ``stop``/``confirm`` →
   ``session.interrupt()``; ``pause`` → ``session.output.audio.pause()`` (when
