@@ -7,6 +7,7 @@ filters against Silero VAD per frame, and the WebRTC APM echo canceller
 echo filter's cost and echo reduction.
 
     python benchmarks/bench_barge_in.py [--workers 2] [--skip-filters] [--skip-echo]
+        [--sets demo-wb,demo-nb,held-wb,held-nb]
 
 The audio-evidence table compares, in the same run, three configurations of
 :class:`~turnkit.barge_in.controller.BargeInController`: ``raw VAD`` (any
@@ -16,7 +17,11 @@ the controller) and ``audio+words`` (the default: a speculative hold from
 the audio after ``pause_after_s``, words confirming). Columns: backchannels
 that stopped the agent (a resumed pause counts unless its gap was under
 150 ms), brief holds (under 150 ms, resumed: not stops, but audible),
-barge-in recall and stop latency from the labelled onset.
+barge-in recall and stop latency from the labelled onset. It runs on the
+demo corpus (wideband, and its telephone-band copy) and on the report half
+of the held-out barge-in set (``scripts/gen_bargein_set.py``: 24 calls,
+48 bids, 48 backchannels, not the demo corpus; the controller was tuned on
+the other half), each with the recogniser 0 and 250 ms behind.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,9 +61,9 @@ def _run(filters: bool, workers: int) -> dict[str, dict]:
     return {spec: aggregate(spec, calls) for spec, calls in scores.items()}
 
 
-def _controller_run(params: BargeInParams, config: ReplayConfig) -> dict[str, Any]:
-    """The corpus through ``silence`` in this process, the replay's
-    controller built with ``params`` (filters on: the echo filter too)."""
+def _controller_run(params: BargeInParams, config: ReplayConfig, folder: Path) -> dict[str, Any]:
+    """The calls under ``folder`` through ``silence`` in this process, the
+    replay's controller built with ``params`` (filters on: the echo filter too)."""
 
     class Configured(BargeInController):
         def __init__(self, clock: Any, language: str = "en", *a: Any, **kw: Any) -> None:
@@ -64,34 +72,70 @@ def _controller_run(params: BargeInParams, config: ReplayConfig) -> dict[str, An
     saved = simulator.BargeInController
     simulator.BargeInController = Configured  # type: ignore[misc]
     try:
-        recs = [load_recording(p) for p in find_recordings([ROOT / "recordings"])]
+        recs = [load_recording(p) for p in find_recordings([folder])]
         calls = [asyncio.run(replay_call(r, "silence", config)) for r in recs]
     finally:
         simulator.BargeInController = saved  # type: ignore[misc]
     return aggregate("silence", calls)
 
 
-def _audio_evidence() -> None:
-    print("barge-in controller, silence detector, per recogniser delay (same run):")
-    print(f"{'stt delay':>9} {'config':12} {'bc stopped':>10} {'bc brief':>8} {'echo':>6} "
-          f"{'noise':>6} {'recall':>9} {'stop p50':>9} {'stop p95':>9}")
+HELD_OUT = ROOT / ".cache" / "bargein-set"
+DEMO_NB = ROOT / ".cache" / "demo-narrowband"
+
+
+def _sets(names: list[str]) -> dict[str, Path]:
+    """The corpora the audio-evidence table runs on: the demo corpus
+    (wideband; its telephone-band copy written by scripts/narrowband.py on
+    first use) and the held-out barge-in set's report half
+    (scripts/gen_bargein_set.py; skipped with a note when not generated)."""
+    out: dict[str, Path] = {}
+    for name in names:
+        if name == "demo-wb":
+            out[name] = ROOT / "recordings"
+        elif name == "demo-nb":
+            if not DEMO_NB.exists():
+                subprocess.run(
+                    [sys.executable, str(ROOT / "scripts" / "narrowband.py"),
+                     str(ROOT / "recordings"), str(DEMO_NB)],
+                    check=True, capture_output=True,
+                )
+            out[name] = DEMO_NB
+        elif name in ("held-wb", "held-nb", "tune-wb", "tune-nb"):
+            half = "test" if name.startswith("held") else "tune"
+            folder = HELD_OUT / name[-2:] / half
+            if not folder.exists():
+                print(f"{name}: {folder} missing; write it with "
+                      "python scripts/gen_bargein_set.py (the synth extra)")
+                continue
+            out[name] = folder
+        else:
+            raise SystemExit(f"--sets: unknown set {name!r}")
+    return out
+
+
+def _audio_evidence(sets: dict[str, Path]) -> None:
+    print("barge-in controller, silence detector, per corpus and recogniser delay (same run):")
+    print(f"{'set':8} {'stt delay':>9} {'config':12} {'bc stopped':>10} {'bc brief':>8} "
+          f"{'echo':>6} {'noise':>6} {'recall':>9} {'stop p50':>9} {'stop p95':>9}")
     configs = {
         "raw VAD": BargeInParams(filters=False),
         "words only": BargeInParams(pause_after_s=10.0),
         "audio+words": BargeInParams(),
     }
-    for delay in (0.0, 250.0):
-        for name, params in configs.items():
-            cfg = ReplayConfig(stt_delay_ms=delay, filters=params.filters)
-            r = _controller_run(params, cfg)
-            c = r["false_barge_in_counts"]
-            cell = {k: f"{c[k]['stopped']}/{c[k]['events']}" for k in c}
-            rec = r["barge_in_recall"]
-            rec_s = "—" if rec is None else f"{rec * 100:.0f}% ({r['barge_in_count']})"
-            sm = r["barge_in_stop_ms"]
-            print(f"{delay:>7.0f}ms {name:12} {cell['backchannel']:>10} "
-                  f"{r['barge_in_brief_holds']['backchannel']:>8} {cell['echo']:>6} "
-                  f"{cell['noise']:>6} {rec_s:>9} {sm['p50'] or 0:>7.0f}ms {sm['p95'] or 0:>7.0f}ms")
+    for set_name, folder in sets.items():
+        for delay in (0.0, 250.0):
+            for name, params in configs.items():
+                cfg = ReplayConfig(stt_delay_ms=delay, filters=params.filters)
+                r = _controller_run(params, cfg, folder)
+                c = r["false_barge_in_counts"]
+                cell = {k: f"{c[k]['stopped']}/{c[k]['events']}" for k in c}
+                rec = r["barge_in_recall"]
+                rec_s = "—" if rec is None else f"{rec * 100:.0f}% ({r['barge_in_count']})"
+                sm = r["barge_in_stop_ms"]
+                print(f"{set_name:8} {delay:>7.0f}ms {name:12} {cell['backchannel']:>10} "
+                      f"{r['barge_in_brief_holds']['backchannel']:>8} {cell['echo']:>6} "
+                      f"{cell['noise']:>6} {rec_s:>9} {sm['p50'] or 0:>7.0f}ms "
+                      f"{sm['p95'] or 0:>7.0f}ms", flush=True)
     print()
 
 
@@ -154,8 +198,14 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--skip-filters", action="store_true", help="skip the filters on/off table")
     ap.add_argument("--skip-echo", action="store_true", help="skip the echo filter cost")
+    ap.add_argument(
+        "--sets",
+        default="demo-wb,demo-nb,held-wb,held-nb",
+        help="comma-separated: demo-wb, demo-nb, held-wb, held-nb (the held-out set's "
+        "report half), tune-wb, tune-nb (its tuning half)",
+    )
     args = ap.parse_args()
-    _audio_evidence()
+    _audio_evidence(_sets([x for x in args.sets.split(",") if x]))
     if not args.skip_filters:
         _filters_table(args.workers)
     if not args.skip_echo:

@@ -12,6 +12,7 @@ import pytest
 
 from turnkit.audio.vad import VADAnalyzer, VADStep
 from turnkit.barge_in.controller import Action, BargeInController, BargeInParams
+from turnkit.barge_in.lexicon import is_backchannel_prefix
 from turnkit.clock import VirtualClock
 from turnkit.replay.agent import Reply
 from turnkit.replay.metrics import RESUMED_GAP_S, aggregate, stop_times
@@ -76,6 +77,7 @@ async def _adrive(
     agent_at: float | None = None,
     words: bool = True,
     pending: bool = False,
+    said: list[tuple[float, str]] | None = None,
 ) -> Run:
     """Stream the caller's real audio from ``t0`` to ``t1`` through the real
     Silero VAD into ``ctl`` (with the labelled words at their ends unless
@@ -85,7 +87,8 @@ async def _adrive(
     clock: VirtualClock = ctl.clock  # type: ignore[assignment]
     audio = rec.caller_audio(SR)
     vad = VADAnalyzer()
-    said = _transcripts(rec, t0, t1) if words else []
+    if said is None:
+        said = _transcripts(rec, t0, t1) if words else []
     k = 0
     run = Run([])
     started = False
@@ -311,3 +314,56 @@ def test_replay_no_filters_is_the_controllers_raw_configuration(filters: bool) -
         assert pauses == []  # the raw baseline only stops
         assert res["false_barge_in_counts"]["backchannel"]["stopped"] == 1
     assert res["barge_in_recall"] == 1.0
+
+
+def test_replay_a_bid_stops_before_its_first_word_is_recognised() -> None:
+    # headset-bargein-11 through the whole replay with the recogniser 250 ms
+    # late: the "Sorry, not Tuesday" bid stops the agent (the confirmed
+    # pause's time) before "sorry" could have been recognised (its end +
+    # 250 ms), within 300 ms of its onset.
+    rec = _rec()
+    bid = rec.caller_turns[1]
+    assert bid.words is not None and bid.text.startswith("Sorry")
+    score = asyncio.run(replay_call(rec, "silence", ReplayConfig(stt_delay_ms=250)))
+    turn = score.turns[1]
+    assert turn.barge_in and turn.barge_in_stopped
+    assert turn.stop_latency_ms is not None
+    recognised_ms = (bid.words[0].end + 0.25 - bid.start) * 1000
+    assert turn.stop_latency_ms < recognised_ms
+    assert turn.stop_latency_ms <= 300
+
+
+def test_replay_backchannels_do_not_stop_the_agent_with_a_late_recogniser() -> None:
+    # Every backchannel of two demo calls (booking-think-03: "uh-huh",
+    # "mm-hmm"; headset-bargein-11: "okay"), recogniser 250 ms late: none
+    # stops the agent (a hold, if any, is released under 150 ms).
+    for name in ("booking-think-03", HEADSET):
+        rec = load_recording(REC / name)
+        score = asyncio.run(replay_call(rec, "silence", ReplayConfig(stt_delay_ms=250)))
+        bcs = [e for e in score.events if e.kind == "backchannel" and e.agent_speaking]
+        assert bcs, name
+        assert not any(e.stopped for e in bcs), (name, bcs)
+
+
+def test_a_streaming_prefix_of_an_acknowledgement_waits_for_the_next_word() -> None:
+    # The "okay" backchannel's real audio, transcribed as a streaming
+    # recogniser writes "I see": "i" first (a bid word on its own), then
+    # "i see". The first word must not stop the agent; the phrase releases
+    # any hold. "i think" (a bid) still stops it.
+    assert is_backchannel_prefix("i") and is_backchannel_prefix("got")
+    assert is_backchannel_prefix("okay i")
+    assert not is_backchannel_prefix("i see") and not is_backchannel_prefix("wait")
+    rec = _rec()
+    bc = next(b for b in rec.backchannels if b.text == "okay")
+    agent = "Okay, Wednesday afternoon. Same address as before?"
+    t0, t1 = bc.start - 1.3, bc.end + 1.0
+    said = [(bc.end + 0.15, "i"), (bc.end + 0.3, "i see")]
+    run = _drive(BargeInController(VirtualClock()), rec, t0, t1, agent_text=agent, agent_at=t0,
+                 said=said)
+    assert Action.STOP not in run.kinds() and Action.CONFIRM not in run.kinds(), run.actions
+    bid = [(bc.end + 0.15, "i"), (bc.end + 0.3, "i think")]
+    run2 = _drive(BargeInController(VirtualClock()), rec, t0, t1, agent_text=agent, agent_at=t0,
+                  said=bid)
+    end = run2.first(Action.STOP, Action.CONFIRM)
+    assert end is not None and "i think" in end[2]
+    assert end[0] >= bc.end + 0.3 - 1e-6

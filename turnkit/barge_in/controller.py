@@ -157,7 +157,7 @@ class Evidence:
     holds: int = 0  # speculative holds on it so far
     restart: float | None = None  # speech again after a held sound, since
     long_held: bool = False  # the hold past max_backchannel_s was spent
-    lexical: bool = False  # its words so far are acknowledgement words (or begin one)
+    lexical: bool = False  # its words so far are acknowledgement words
 
     @property
     def duration(self) -> float:
@@ -541,8 +541,8 @@ class BargeInController:
         bid = None
         if not is_backchannel(text, self.language):
             if is_backchannel_prefix(text, self.language):
-                # "i" of "i see", "got" of "got it": the next word decides.
-                seg.lexical = True
+                # "i" of "i see", "got" of "got it": the next word decides
+                # (the audio may still hold: "i think..." is a bid).
                 return Action.KEEP
             bid = f"words: {text!r}"
         elif len(seg.words) > self.params.max_backchannel_words:
