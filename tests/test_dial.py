@@ -86,23 +86,28 @@ def _run_dial(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[s
     )
 
 
+def _write_call(folder: Path, audio: np.ndarray, events: list[Any]) -> Path:
+    """A caller-only turnkit.recording/v1 call in ``folder`` (its name is the
+    call's id)."""
+    folder.mkdir(parents=True)
+    sf.write(folder / "caller.wav", audio, RATE, subtype="PCM_16")
+    manifest = {
+        "format": "turnkit.recording/v1",
+        "id": folder.name,
+        "audio": {"caller": "caller.wav"},
+        "events": events,
+    }
+    (folder / "call.json").write_text(json.dumps(manifest))
+    return folder
+
+
 def _short_call(tmp: Path, name: str = "short") -> Path:
     """The first caller turn of easy-short-08 as a 4 s call of its own (real
     audio, its own labels), for the fault tests."""
     src = load_recording(ROOT / "recordings" / "easy-short-08")
     turn = src.caller_turns[0]
     audio = read_wav(src.caller_path, RATE)[: 4 * RATE]
-    folder = tmp / name
-    folder.mkdir(parents=True)
-    sf.write(folder / "caller.wav", audio, RATE, subtype="PCM_16")
-    manifest = {
-        "format": "turnkit.recording/v1",
-        "id": name,
-        "audio": {"caller": "caller.wav"},
-        "events": [turn.model_dump(exclude_none=True)],
-    }
-    (folder / "call.json").write_text(json.dumps(manifest))
-    return folder
+    return _write_call(tmp / name, audio, [turn.model_dump(exclude_none=True)])
 
 
 def _shift(node: Any, cut: float, by: float) -> Any:
@@ -140,17 +145,7 @@ def _stretched_call(tmp: Path, name: str, extra_s: float) -> Path:
         i = round(cut * RATE)
         audio = np.concatenate([audio[:i], np.zeros(round(extra_s * RATE), audio.dtype), audio[i:]])
         events = [_shift(e, cut, extra_s) for e in events]
-    folder = tmp / name
-    folder.mkdir(parents=True)
-    sf.write(folder / "caller.wav", audio, RATE, subtype="PCM_16")
-    manifest = {
-        "format": "turnkit.recording/v1",
-        "id": name,
-        "audio": {"caller": "caller.wav"},
-        "events": events,
-    }
-    (folder / "call.json").write_text(json.dumps(manifest))
-    return folder
+    return _write_call(tmp / name, audio, events)
 
 
 class _Server:
@@ -202,6 +197,61 @@ async def _drain(ws: Any) -> None:
             pass
 
 
+def _plays(
+    audio: np.ndarray, rate: int, *, from_s: float = 0.0, skip_silence: bool = False
+) -> Callable[[Any], Awaitable[None]]:
+    """An agent (a websocket handler) that plays ``audio`` on the wall clock
+    in 40 ms chunks, its first sample ``from_s`` seconds after the call
+    connects, reading and dropping what the caller sends; ``skip_silence``:
+    chunks with no sound are not sent (as a transport sends nothing between
+    replies)."""
+    chunk = rate // 25  # 40 ms
+
+    async def agent(ws: Any) -> None:
+        drain = asyncio.create_task(_drain(ws))
+        t0 = time.monotonic()
+        try:
+            for i in range(0, len(audio), chunk):
+                piece = audio[i : i + chunk]
+                if skip_silence and not np.any(np.abs(piece) > 1e-4):
+                    continue
+                await asyncio.sleep(max(0.0, t0 + from_s + i / rate - time.monotonic()))
+                await ws.send(_audio_frame(piece, rate))
+            await drain
+        finally:
+            drain.cancel()
+
+    return agent
+
+
+def _dial_with_report(
+    url: str, call: Path, tmp: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``turnkit dial`` one call (silence detector), the live recording in
+    ``tmp/out``, the JSON report in ``tmp/r.json``."""
+    out, report = str(tmp / "out"), str(tmp / "r.json")
+    return _run_dial(url, str(call), "--out", out, "--json", report, "-d", "silence", *extra)
+
+
+def _errors(res: subprocess.CompletedProcess[str]) -> list[str]:
+    """The one-line ``error:`` lines the command wrote."""
+    return [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+
+
+def _answered_or_explained(res: subprocess.CompletedProcess[str], report: Path) -> dict[str, Any]:
+    """A dial into the live agent: the only failure allowed is a call in
+    which the agent never spoke (a machine too busy for it to answer within
+    ANSWER_TIMEOUT_S; the caller never waits), and every caller turn is
+    answered or explained. Returns the JSON report."""
+    failures = _errors(res)
+    assert all("the agent never spoke" in ln for ln in failures), res.stderr
+    assert res.returncode == (1 if failures else 0), res.stderr
+    out = json.loads(report.read_text())
+    for t in out["per_turn"]:
+        assert t["live_ms"] is not None or t["missed_reason"], t
+    return out
+
+
 # ---------------------------------------------------------------- measurement
 
 
@@ -224,33 +274,8 @@ def test_dial_a_replaying_agent_measures_its_timing(tmp_path: Path) -> None:
     rec = load_recording(ROOT / "recordings" / "easy-short-08")
     assert rec.agent_path is not None
     agent = read_wav(rec.agent_path, 24000)
-    chunk = 960  # 40 ms at 24 kHz
-
-    async def on_time(ws: Any) -> None:
-        drain = asyncio.create_task(_drain(ws))
-        t0 = time.monotonic()
-        try:
-            for i in range(0, len(agent), chunk):
-                piece = agent[i : i + chunk]
-                if not np.any(np.abs(piece) > 1e-4):
-                    continue
-                await asyncio.sleep(max(0.0, t0 + i / 24000 - time.monotonic()))
-                await ws.send(_audio_frame(piece, 24000))
-            await drain
-        finally:
-            drain.cancel()
-
-    with _Server(on_time) as srv:
-        res = _run_dial(
-            srv.url,
-            str(rec.folder),
-            "--out",
-            str(tmp_path / "out"),
-            "--json",
-            str(tmp_path / "r.json"),
-            "-d",
-            "silence",
-        )
+    with _Server(_plays(agent, 24000, skip_silence=True)) as srv:
+        res = _dial_with_report(srv.url, rec.folder, tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     live = load_recording(tmp_path / "out" / rec.id, check_audio=True)
     want = [(a.start, a.end) for a in rec.agent_turns]
@@ -280,34 +305,9 @@ def test_a_turn_spoken_over_the_agent_is_explained_as_such(tmp_path: Path) -> No
     agent = read_wav(rec.agent_path, 24000)
     reply = agent[round(first.start * 24000) : round(first.end * 24000)]
     long_reply = np.concatenate([reply, reply, reply])
-    chunk = 960  # 40 ms at 24 kHz
     assert first.start + len(long_reply) / 24000 > rec.caller_turns[1].end
-
-    async def rambles(ws: Any) -> None:
-        drain = asyncio.create_task(_drain(ws))
-        t0 = time.monotonic()
-        try:
-            for i in range(0, len(long_reply), chunk):
-                at = first.start + i / 24000
-                await asyncio.sleep(max(0.0, t0 + at - time.monotonic()))
-                await ws.send(_audio_frame(long_reply[i : i + chunk], 24000))
-            await drain
-        finally:
-            drain.cancel()
-
-    with _Server(rambles) as srv:
-        res = _run_dial(
-            srv.url,
-            str(rec.folder),
-            "--out",
-            str(tmp_path / "out"),
-            "--json",
-            str(tmp_path / "r.json"),
-            "-d",
-            "silence",
-            "--timeout-s",
-            "2",
-        )
+    with _Server(_plays(long_reply, 24000, from_s=first.start)) as srv:
+        res = _dial_with_report(srv.url, rec.folder, tmp_path, "--timeout-s", "2")
     assert res.returncode == 0, res.stdout + res.stderr
     by_turn = {t["turn"]: t for t in json.loads((tmp_path / "r.json").read_text())["per_turn"]}
     assert by_turn[0]["live_ms"] is not None
@@ -330,7 +330,7 @@ def test_nothing_answering_fails_each_call_and_goes_on(tmp_path: Path) -> None:
         "silence",
     )
     assert res.returncode == 1
-    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    lines = _errors(res)
     assert len(lines) == 2 and all("nothing answers" in ln for ln in lines), res.stderr
     assert "Traceback" not in res.stderr
 
@@ -361,7 +361,7 @@ def test_agent_that_hangs_up_mid_call(tmp_path: Path) -> None:
     with _Server(hang_up) as srv:
         res = _run_dial(srv.url, str(a), str(b), "--out", str(tmp_path / "o"), "-d", "silence")
     assert res.returncode == 1
-    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    lines = _errors(res)
     assert len(lines) == 2 and all("closed the connection at" in ln for ln in lines), res.stderr
     for name in ("a", "b"):
         live = load_recording(tmp_path / "o" / name, check_audio=True)
@@ -395,7 +395,7 @@ def test_transport_errors_are_one_line(tmp_path: Path) -> None:
         with _Server(handler) as srv:
             res = _run_dial(srv.url, str(call), "--out", str(tmp_path / "o"), "-d", "silence")
         assert res.returncode == 1
-        err = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+        err = _errors(res)
         assert len(err) == 1 and want in err[0], res.stderr
         assert "Traceback" not in res.stderr
 
@@ -483,6 +483,26 @@ def live_agent() -> Iterator[str]:
 SAME_AUDIO_S = 0.3
 
 
+def _dial_live(
+    url: str, calls: list[Path], tmp: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``turnkit dial`` the live agent (fused detector, ANSWER_TIMEOUT_S per
+    turn): live recordings in ``tmp/live``, the JSON report in ``tmp/r.json``."""
+    return _run_dial(
+        url,
+        *(str(c) for c in calls),
+        "--out",
+        str(tmp / "live"),
+        "--json",
+        str(tmp / "r.json"),
+        "--timeout-s",
+        str(ANSWER_TIMEOUT_S),
+        "-d",
+        "fused",
+        *extra,
+    )
+
+
 def _heard_is_reported(turn: dict[str, Any]) -> bool:
     """Whether the first agent audio heard after ``turn`` is the reply the
     agent reported for it: the agent's decision (audio clock) plus its
@@ -505,28 +525,13 @@ def test_dial_the_offline_live_agent(live_agent: str, tmp_path: Path) -> None:
     fed that reply's measured stage latencies."""
     calls = [_stretched_call(tmp_path / "calls", c, EXTRA_GAP_S) for c in CALLS]
     t0 = time.monotonic()
-    res = _run_dial(
-        live_agent,
-        *(str(c) for c in calls),
-        "--out",
-        str(tmp_path / "live"),
-        "--json",
-        str(tmp_path / "r.json"),
-        "--latency-from-agent",
-        "--timeout-s",
-        str(ANSWER_TIMEOUT_S),
-        "-d",
-        "fused",
-    )
+    res = _dial_live(live_agent, calls, tmp_path, "--latency-from-agent")
     took = time.monotonic() - t0
     print(res.stdout, res.stderr, f"dial took {took:.1f} s", sep="\n")
     # The caller never waits: on a machine too busy for the agent to answer
-    # within ANSWER_TIMEOUT_S, a call can pass without the agent speaking
-    # (every turn then explained below); no other failure is allowed.
-    failures = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
-    assert all("the agent never spoke" in ln for ln in failures), res.stderr
-    assert res.returncode == (1 if failures else 0), res.stderr
-    report = json.loads((tmp_path / "r.json").read_text())
+    # within ANSWER_TIMEOUT_S, a call can pass without the agent speaking;
+    # every turn is answered or explained.
+    report = _answered_or_explained(res, tmp_path / "r.json")
     # The live recordings are valid turnkit.recording/v1, with the original labels.
     spoke = 0
     for c in CALLS:
@@ -537,9 +542,6 @@ def test_dial_the_offline_live_agent(live_agent: str, tmp_path: Path) -> None:
         ]
         spoke += bool(live.agent_turns)
     assert spoke, "the agent spoke in neither call"
-    # Every caller turn is answered or explained.
-    for t in report["per_turn"]:
-        assert t["live_ms"] is not None or t["missed_reason"], t
     # Live vs the replay fed this reply's measured stages, on the turns
     # where the first agent audio the caller heard after the turn is the
     # reply the agent reported for it. A lagging agent (its decisions came
@@ -580,30 +582,12 @@ def test_dial_the_offline_live_agent_over_webrtc(live_agent: str, tmp_path: Path
     pytest.importorskip("aiortc")
     offer = live_agent.replace("ws://", "http://").replace("/ws", "/api/offer")
     call = _stretched_call(tmp_path / "calls", "easy-order-status-01", EXTRA_GAP_S)
-    res = _run_dial(
-        offer,
-        str(call),
-        "--timeout-s",
-        str(ANSWER_TIMEOUT_S),
-        "--transport",
-        "webrtc",
-        "--out",
-        str(tmp_path / "live"),
-        "--json",
-        str(tmp_path / "r.json"),
-        "-d",
-        "fused",
-    )
+    res = _dial_live(offer, [call], tmp_path, "--transport", "webrtc")
     print(res.stdout, res.stderr, sep="\n")
-    failures = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
-    assert all("the agent never spoke" in ln for ln in failures), res.stderr
-    assert res.returncode == (1 if failures else 0), res.stderr
+    _answered_or_explained(res, tmp_path / "r.json")
     live = load_recording(tmp_path / "live" / "easy-order-status-01", check_audio=True)
-    assert bool(live.agent_turns) == (not failures)
+    assert bool(live.agent_turns) == (not _errors(res))
     assert live.manifest.model_extra["live"]["transport"] == "webrtc"
-    report = json.loads((tmp_path / "r.json").read_text())
-    for t in report["per_turn"]:
-        assert t["live_ms"] is not None or t["missed_reason"], t
 
 
 def test_webrtc_nothing_answering(tmp_path: Path) -> None:
@@ -612,5 +596,5 @@ def test_webrtc_nothing_answering(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}/api/offer"
     res = _run_dial(url, str(call), "--transport", "webrtc", "--out", str(tmp_path / "o"))
     assert res.returncode == 1
-    err = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    err = _errors(res)
     assert len(err) == 1 and "nothing answers" in err[0], res.stderr
