@@ -34,12 +34,19 @@ passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
   (0.12 s, under the 150 ms that is heard as the agent stopping): quiet
   (``quiet_resume_s``, or quiet at its end) resumes; speech still going at
   its end, longer than a backchannel so far, makes the pause stand for the
-  words to decide. Speech past ``max_backchannel_s`` pauses whatever the
-  score (backchannels are 0.2-0.6 s).
+  words to decide. Speech again after a held sound ("Sorry, | can I", or a
+  doubled "yes | yes") holds again once it is ``pause_after_s`` long; speech
+  past ``max_backchannel_s`` holds whatever the score (backchannels are
+  0.2-0.6 s); each such hold stands only if the speech goes on through it,
+  and after ``max_holds`` holds the next pause stands. Once the words so
+  far are acknowledgement words ("yes" of "yes yes", "oh" of "oh okay"),
+  the audio no longer pauses: the next word decides.
 * **words** (:meth:`on_transcript`, the recogniser's text of the caller's
   turn so far) confirm or clear it: any word outside the language's
   acknowledgement lexicon (:mod:`~turnkit.barge_in.lexicon`) is a bid (a
-  ``stop`` while talking, a ``confirm`` while paused); more than
+  ``stop`` while talking, a ``confirm`` while paused), except a streaming
+  prefix of a lexicon phrase ("i" of "i see", "got" of "got it"), which
+  waits for the next word; more than
   ``max_backchannel_words`` lexicon words is a bid; a lexicon word that
   answers a yes/no question the agent has already asked is a bid; lexicon
   words alone ("uh-huh", "okay") or a run of the agent's own recent words
