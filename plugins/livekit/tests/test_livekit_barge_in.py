@@ -42,9 +42,10 @@ import pytest
 from livekit import rtc
 from livekit.agents import Agent, AgentSession, llm, tts
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
-from livekit.agents.voice.io import TimedString
+from livekit.agents.voice.io import AudioInput, TimedString
 from livekit.plugins import silero
 
+from turnkit.audio.timeline import AudioTimeline
 from turnkit.audio.vad import VADAnalyzer, VADStep
 from turnkit.audio.wav import read_wav
 from turnkit.barge_in.controller import Action
@@ -52,6 +53,7 @@ from turnkit.frames import TurnEndFrame
 from turnkit.tts.espeak import EspeakTTS, _trim
 from turnkit_livekit import TurnkitStreamingDetector, attach, turn_detector
 from turnkit_livekit.barge_in import BargeInFilter, filter_barge_in, interruption_options
+from turnkit_livekit.timeline import TimelineInput
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -498,3 +500,113 @@ async def test_truncation_uses_tts_word_timestamps() -> None:
     msg = next(m for m in run["history"] if m.role == "assistant")
     assert msg.interrupted
     assert (msg.text_content or "").split() == expected
+
+
+# -- the detector stream on a timeline in front of it (no session) ---------------------
+
+
+class _CallAudio(AudioInput):
+    """Caller audio of a corpus call as 20 ms LiveKit frames, as fast as read."""
+
+    def __init__(self, audio: np.ndarray) -> None:
+        super().__init__(label="call")
+        self.pcm = (np.clip(audio, -1, 1) * 32767).astype(np.int16)
+        self.n = 0
+
+    async def __anext__(self) -> rtc.AudioFrame:
+        step = int(0.02 * SR)
+        if self.n >= len(self.pcm):
+            raise StopAsyncIteration
+        chunk = self.pcm[self.n : self.n + step]
+        self.n += step
+        return rtc.AudioFrame(chunk.tobytes(), SR, 1, len(chunk))
+
+
+async def _feed(inp: TimelineInput, stream: Any, also: rtc.AudioFrame | None = None) -> int:
+    """Every frame ``inp`` makes to ``stream`` (as LiveKit would; ``also``
+    pushed after the 100th); returns once the stream's task has given the
+    detector all of them."""
+    n = 0
+    async for frame in inp:
+        stream.push_audio(frame)
+        n += 1
+        if n == 100 and also is not None:
+            stream.push_audio(also)
+    async with asyncio.timeout(30):
+        while stream.frames < n:
+            await asyncio.sleep(0.01)
+    return n
+
+
+async def test_stream_reads_the_verdicts_of_judged_frames(
+    census: VADCensus, caplog: pytest.LogCaptureFixture
+) -> None:
+    """booking-think-03's first caller turn (1.165-4.711 s) through a
+    TimelineInput into a detector stream, without a session. A new stream
+    (an agent handoff's) takes the input's timeline and its verdicts: one
+    VAD, run once per frame; a frame no timeline judged (LiveKit's own flush
+    silence) is ignored; the turn ends 600 ms after that VAD's speech end.
+    A stream that judged frames itself hands its timeline to the input
+    (``share_timeline``, what ``filter_barge_in`` does): the same VAD goes
+    on. A stream that judged frames itself and was not asked keeps its own
+    timeline when judged frames appear (times from two clocks must not mix)
+    and says so."""
+    audio, _ = load_call("booking-think-03")
+    silence = rtc.AudioFrame(bytes(2 * SR), SR, 1, SR)  # 1 s
+
+    timeline = AudioTimeline()
+    inp = TimelineInput(_CallAudio(audio[: int(5.6 * SR)]), timeline)
+    stream = TurnkitStreamingDetector(DETECTOR).stream()
+    try:
+        # LiveKit's own flush silence among the frames: not caller audio
+        n = await _feed(inp, stream, also=silence)
+        assert stream.timeline is timeline and stream.shared
+        assert n == inp.frames == stream.frames == int(5.6 * SR) // 512
+        census.assert_one(timeline.vad)
+        assert census.judged[id(timeline.vad)] == n  # each frame judged once
+        # (600 ms of silence also ends the turn in the caller's 0.91 s hold)
+        end = [s for s in stream.signals if isinstance(s, TurnEndFrame)][-1]
+        assert 4.5 < timeline.vad.speech_end < 4.9
+        assert end.at == pytest.approx(timeline.vad.speech_end + 0.6, abs=0.035)
+        assert stream.clock.now() == pytest.approx(n * 512 / SR)
+    finally:
+        await stream.aclose()
+
+    def frames(a: np.ndarray) -> list[rtc.AudioFrame]:
+        pcm = (np.clip(a, -1, 1) * 32767).astype(np.int16)
+        return [
+            rtc.AudioFrame(pcm[i : i + 320].tobytes(), SR, 1, 320) for i in range(0, len(pcm), 320)
+        ]
+
+    census.made.clear()
+    census.judged.clear()
+    first = TurnkitStreamingDetector(DETECTOR).stream()
+    try:
+        for f in frames(audio[: int(0.64 * SR)]):  # before the filter: the stream judges
+            first.push_audio(f)
+        async with asyncio.timeout(30):
+            while first.frames < 20:
+                await asyncio.sleep(0.01)
+        handed = TimelineInput(
+            _CallAudio(audio[int(0.64 * SR) : int(5.6 * SR)]), first.share_timeline()
+        )
+        n = await _feed(handed, first)
+        assert first.frames == 20 + n and handed.timeline is first.timeline
+        census.assert_one(first.vad)
+        end = [s for s in first.signals if isinstance(s, TurnEndFrame)][-1]
+        assert end.at == pytest.approx(first.vad.speech_end + 0.6, abs=0.035)
+        assert first.clock.now() == pytest.approx(first.frames * 512 / SR)
+    finally:
+        await first.aclose()
+
+    own = TurnkitStreamingDetector(DETECTOR).stream()
+    try:
+        for f in frames(audio[: int(0.2 * SR)]):
+            own.push_audio(f)
+        late = TimelineInput(_CallAudio(audio[: int(1.0 * SR)]), AudioTimeline())
+        with caplog.at_level("WARNING"):
+            await _feed(late, own)
+        assert own.timeline is not late.timeline and not own.shared
+        assert "two VADs" in caplog.text
+    finally:
+        await own.aclose()

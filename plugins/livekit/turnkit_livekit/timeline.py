@@ -91,6 +91,7 @@ class TimelineInput(AudioInput):
                 self.before(self.timeline.now + frame.duration)
             pcm = np.frombuffer(frame.data, dtype=np.int16)
             for af in await self.timeline.push(pcm, frame.sample_rate, frame.num_channels):
+                self.frames += 1
                 if self.on_frame is not None:
                     self.on_frame(af)
                 self._out.append(self._livekit(af))
