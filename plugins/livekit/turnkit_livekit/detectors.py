@@ -313,6 +313,7 @@ class TurnkitDetectorStream:
 
     @property
     def closed(self) -> bool:
+        """LiveKit closed the stream (``aclose``)."""
         return self._closed
 
     @property
