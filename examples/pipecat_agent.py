@@ -52,17 +52,15 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 from fastapi import FastAPI, WebSocket
 from loguru import logger
 from pipecat.frames.frames import (
     EndFrame,
-    Frame,
     InputAudioRawFrame,
     InterimTranscriptionFrame,
     LLMFullResponseEndFrame,
@@ -87,8 +85,6 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.openai.llm import OpenAILLMService
-from pipecat.services.settings import TTSSettings
-from pipecat.services.tts_service import TTSService
 from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit_pipecat import (
@@ -103,6 +99,7 @@ from turnkit_pipecat import (
     TurnMetricsObserver,
 )
 from turnkit_pipecat.replay import recording_frames
+from turnkit_pipecat.tts import EspeakTTSService
 
 from turnkit.barge_in.echo import EchoFilter
 from turnkit.clock import RealClock
@@ -183,39 +180,6 @@ async def _fillers() -> FillerProcessor:
     )
     await bank.prerender()  # once; cached on disk afterwards
     return FillerProcessor(FillerScheduler(bank, RealClock(), sink=lambda f: None, threshold_s=0.8))
-
-
-class EspeakTTSService(TTSService):
-    """espeak-ng (offline, a subprocess per sentence) as a Pipecat TTS service."""
-
-    def __init__(self, voice: str = "en-us", **kwargs: Any) -> None:
-        super().__init__(
-            push_start_frame=True,
-            push_stop_frames=True,
-            settings=TTSSettings(model=None, voice=voice, language=None),
-            **kwargs,
-        )
-        self._espeak = EspeakTTS(voice)
-
-    def can_generate_metrics(self) -> bool:
-        return True
-
-    async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
-        if not text.strip():
-            return
-        pcm = await self._espeak.synthesize(text)
-        data = (np.clip(pcm, -1, 1) * 32767).astype("<i2").tobytes()
-
-        async def chunks() -> AsyncIterator[bytes]:
-            step = self.chunk_size
-            for i in range(0, len(data), step):
-                yield data[i : i + step]
-
-        async for frame in self._stream_audio_frames_from_iterator(
-            chunks(), in_sample_rate=self._espeak.sample_rate, context_id=context_id
-        ):
-            await self.stop_ttfb_metrics()
-            yield frame
 
 
 _WHISPER: Any = None
@@ -459,7 +423,9 @@ def services() -> tuple[FrameProcessor, FrameProcessor, str]:
             api_key="none", base_url=os.environ["TURNKIT_TTS_BASE_URL"], sample_rate=OUT_RATE
         )
     else:
-        tts = EspeakTTSService(os.environ.get("TURNKIT_TTS_VOICE", "en-us"), sample_rate=OUT_RATE)
+        tts = EspeakTTSService(
+            os.environ.get("TURNKIT_TTS_VOICE", "en-us"), word_timings=False, sample_rate=OUT_RATE
+        )
     return stt, tts, type(stt).__name__
 
 

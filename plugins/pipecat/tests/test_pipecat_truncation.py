@@ -38,7 +38,7 @@ from turnkit.clock import RealClock, VirtualClock
 from turnkit.tts.espeak import EspeakTTS
 
 from turnkit_pipecat.truncation import HeardTruncation
-from turnkit_pipecat.tts import EspeakWordTTSService
+from turnkit_pipecat.tts import EspeakTTSService
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
 from real_tts import require_espeak
@@ -198,7 +198,7 @@ class _Caller(FrameProcessor):
 
 
 async def _word_timed_call(after_s: float, barge_in: BargeInController | None = None):
-    """LLM text -> EspeakWordTTSService -> a real output transport ->
+    """LLM text -> EspeakTTSService (word timings) -> a real output transport ->
     HeardTruncation -> Pipecat's assistant aggregator; the caller interrupts
     after ``after_s`` s of played audio. Returns (context, truncation)."""
     context = LLMContext([{"role": "user", "content": "where is my order"}])
@@ -214,7 +214,7 @@ async def _word_timed_call(after_s: float, barge_in: BargeInController | None = 
     caller = _Caller(after_s)
     speaker = _Speaker(TransportParams(audio_out_enabled=True, audio_out_sample_rate=16000))
     task = PipelineTask(
-        Pipeline([EspeakWordTTSService("en-us"), speaker, truncation, caller, assistant]),
+        Pipeline([EspeakTTSService("en-us"), speaker, truncation, caller, assistant]),
         params=PipelineParams(audio_out_sample_rate=16000),
         cancel_on_idle_timeout=False,
     )

@@ -17,7 +17,7 @@ The evidence, best first:
 
 * **Word timestamps.** A TTS service with word timestamps (Pipecat's
   ``TTSService.add_word_timestamps``: Cartesia, ElevenLabs, ..., or
-  :class:`~turnkit_pipecat.tts.EspeakWordTTSService`) stamps each word's
+  :class:`~turnkit_pipecat.tts.EspeakTTSService`) stamps each word's
   ``TTSTextFrame`` (``text_type="word"``) with a ``pts``, and the output
   transport releases it when that presentation time comes: as the word
   starts playing. The first word's release fixes where the reply's words sit
