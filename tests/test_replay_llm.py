@@ -62,25 +62,28 @@ async def test_live_engine_tokens_are_the_replies(engine: str) -> None:
         ReplayConfig(eager=True, llm_url=engine, compute="fixed"),
         observe=lambda agent: seen.setdefault("agent", agent),
     )
-    after = engine_metrics(engine)
+    async with asyncio.timeout(60):  # no stream left running once the call is over
+        while (after := engine_metrics(engine))["requests_processing"] != 0:
+            await asyncio.sleep(0.01)
     live = score.live_llm
     assert live is not None
-    # Every LLM request of the replay, drafts included, went to the engine.
+    # Every LLM request of the replay, drafts included, went to the engine;
+    # each was measured or failed (a first token later than 10 s on a
+    # crowded machine: counted, and that reply fell back).
     assert live["requests"] == score.llm_requests > 0
-    assert live["errors"] == 0
-    assert len(live["ttft_ms"]) == live["requests"]
+    assert len(live["ttft_ms"]) + live["errors"] == live["requests"]
     assert all(t > 0 for t in live["ttft_ms"])
     # The engine generated at least what the replay streamed from it.
     assert live["tokens"] > 0
     assert after["tokens_predicted_total"] - before["tokens_predicted_total"] >= live["tokens"]
-    assert after["requests_processing"] == 0  # no stream left running
     agent = seen["agent"]
     rows = live["turns"]
     assert [r["reply_id"] for r in rows] == [x.id for x in agent.replies]
     spoken = [r for r in rows if r["stop_reason"] == "completed"]
-    assert spoken and all(r["tokens"] > 0 and r["ttft_ms"] > 0 for r in spoken)
+    engine_spoken = [r for r in spoken if not r["fallback"]]
+    assert engine_spoken and all(r["tokens"] > 0 and r["ttft_ms"] > 0 for r in engine_spoken)
     # The reply text is the engine's, not the recording's.
-    for r in spoken:
+    for r in engine_spoken:
         assert r["reply_text"].strip() and r["reply_text"] != r["recorded_text"]
     responder = agent.responder
     assert responder is not None
@@ -88,11 +91,19 @@ async def test_live_engine_tokens_are_the_replies(engine: str) -> None:
     # A reply played to its end is in the history word for word.
     for r in spoken:
         assert r["reply_text"] in said
-    # Each request carried the conversation as the Responder held it then:
-    # the last reply's request is the final history without that reply.
+    # Each request carried the conversation as the Responder holds it: the
+    # last reply's request has the call's caller turns and, for the agent,
+    # only replies the history holds (the engine's, never the recording's).
     last = [q for q in agent.engine.requests if q.reply_id == rows[-1]["reply_id"]][-1]
-    assert last.live is not None and rows[-1]["stop_reason"] == "completed"
-    assert last.live.messages == live_messages(responder.history[:-1])
+    assert last.live is not None
+    sent = last.live.messages
+    assert sent[0] == live_messages(responder.history[:1])[0]  # the system prompt
+    users = [m for m in live_messages(responder.history) if m["role"] == "user"]
+    assert [m for m in sent if m["role"] == "user"] == users
+    replies = [m["content"] for m in sent if m["role"] == "assistant"]
+    assert replies and all(text in said for text in replies)
+    fell_back = {r["turn"] for r in rows if r["fallback"]}
+    assert not any(r["recorded_text"] in replies for r in rows if r["turn"] not in fell_back)
     agg = aggregate("x", [score])
     assert agg["llm_live"]["requests"] == live["requests"]
     assert agg["llm_live"]["tokens"] == live["tokens"]
@@ -120,7 +131,7 @@ async def test_history_after_a_barge_in_holds_the_heard_words(engine: str) -> No
         ReplayConfig(eager=True, llm_url=engine, compute="fixed"),
         observe=lambda agent: seen.setdefault("agent", agent),
     )
-    assert score.live_llm is not None and score.live_llm["errors"] == 0
+    assert score.live_llm is not None
     rows = score.live_llm["turns"]
     cut = [
         r
@@ -131,22 +142,30 @@ async def test_history_after_a_barge_in_holds_the_heard_words(engine: str) -> No
     ]
     assert cut, "no reply of the engine's was cut by a barge-in"
     agent = seen["agent"]
+    responder = agent.responder
     for r in cut:
         heard, full = r["heard_text"], r["reply_text"]
         assert full.startswith(heard)
         reply = next(x for x in agent.replies if x.id == r["reply_id"])
         assert reply.heard_words == len(_words(heard)) < reply.words
-        # Every later request sent the cut reply, not the whole one.
+        # The history keeps the heard words only ...
+        assert responder is not None
+        kept = [m["content"] for m in responder.history if m["role"] == "assistant"]
+        unique = sum(x["reply_text"] == full for x in rows) == 1  # (a small model repeats)
+        assert any(k.startswith(heard) for k in kept) and not (unique and full in kept)
+        # ... and every request sent after the reply stopped carried them,
+        # not the whole reply. (A draft made before it played could not.)
+        assert reply.stopped_at is not None
         later = [
             q.live
             for q in agent.engine.requests
-            if q.live is not None and (q.reply_id or 0) > r["reply_id"]
+            if q.live is not None and q.opened_at > reply.stopped_at
         ]
         assert later
         for lv in later:
             sent = [m["content"] for m in lv.messages if m["role"] == "assistant"]
             assert any(s.startswith(heard) for s in sent)
-            assert full not in sent
+            assert not (unique and full in sent)
 
 
 async def test_a_voided_draft_is_aborted_on_the_engine(engine: str) -> None:
@@ -231,7 +250,7 @@ def test_cli_writes_the_live_figures(engine: str, tmp_path: Path) -> None:
     doc: dict[str, Any] = json.loads(out.read_text())
     assert doc["config"]["llm_url"] == engine
     live = doc["results"][0]["llm_live"]
-    assert live["requests"] > 0 and live["errors"] == 0
+    assert live["requests"] > live["errors"] >= 0
     assert live["ttft_ms"]["p50"] > 0 and live["tokens"] > 0
     assert live["drafts_cancelled"] >= live["drafts_aborted"] >= 0
     rows = live["turns"]

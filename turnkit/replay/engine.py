@@ -247,9 +247,9 @@ class SimulatedStream:
 
 
 class SimulatedEngine:
-    """An engine on the virtual clock whose answers are the recording's
-    (see the module docstring). Decides nothing about the conversation: the
-    :class:`Responder` driving it does."""
+    """An engine on the virtual clock whose answers are the recording's, or
+    a live engine's with ``--llm-url`` (see the module docstring). Decides
+    nothing about the conversation: the :class:`Responder` driving it does."""
 
     def __init__(
         self,
@@ -357,8 +357,13 @@ class SimulatedEngine:
 
     async def idle(self) -> None:
         """Let every request opened at this instant reach its TTFT wait (a
-        live engine's measurement included) before the virtual clock moves."""
+        live engine's measurement included) before the virtual clock moves.
+        With nothing ready to run and nothing measured pending, that has
+        happened: no settling round trip (one per replayed frame)."""
+        ready = getattr(asyncio.get_running_loop(), "_ready", None)
         while True:
+            if ready is not None and not ready and not self._measuring:
+                return
             await settle()
             pending = [t for t in self._measuring if not t.done()]
             if not pending:

@@ -291,19 +291,33 @@ async def replay_call(
     assert isinstance(sink, CollectSink)
     await pipeline.start()
     try:
-        pipeline.queue_frame_nowait(StartFrame(sample_rate=SAMPLE_RATE))
+        # Start and end frames go through in this task, as the audio does:
+        # queued, a processor's task would settle the loop against this
+        # one's wait_idle, each keeping the other's wake-up ready (a
+        # thousand idle rounds each, until settle gives up).
+        await pipeline.queue_frame(StartFrame(sample_rate=SAMPLE_RATE))
         await pipeline.wait_idle()
         n = FRAME_SAMPLES
+        # On the virtual clock nothing outside the event loop's ready queue
+        # (no socket, no thread) acts at an instant: once a frame has been
+        # handed through with nothing left ready and every processor idle,
+        # it has had all its effects, and wait_idle's settling round trip
+        # (an event-loop iteration per 32 ms frame) is skipped. A live
+        # engine's tokens come from a socket: then every frame waits.
+        ready = getattr(asyncio.get_running_loop(), "_ready", None)
+        quick = config.llm_url is None and ready is not None
+        procs = pipeline.processors
         for start, chunk in rec.caller_frames(SAMPLE_RATE, n):
             at = start / SAMPLE_RATE
             # A frame is available once its last sample has arrived.
             await clock.advance_to(at + n / SAMPLE_RATE)
             await pipeline.queue_frame(AudioInFrame(at=at, audio=chunk, sample_rate=SAMPLE_RATE))
-            await pipeline.wait_idle()
+            if not (quick and not ready and all(p.idle for p in procs)):
+                await pipeline.wait_idle()
             sink.frames.clear()  # nothing downstream reads them; keep memory flat
         # Let replies that are due or playing finish.
         await clock.advance_to(max(clock.now(), rec.duration) + config.timeout_s + 60.0)
-        pipeline.queue_frame_nowait(EndFrame(at=clock.now()))
+        await pipeline.queue_frame(EndFrame(at=clock.now()))
         await pipeline.wait_idle()
     finally:
         await pipeline.stop()
@@ -346,8 +360,9 @@ def live_figures(rec: Recording, agent: SimulatedAgent, live: LiveEngine) -> dic
     made (a confirmed turn end): the caller turn it answers, the engine's
     reply text (what the Responder emitted and the history keeps, cut to
     ``heard_text`` when the reply was stopped), the recorded reply text, its
-    request's TTFT and deltas, whether the engine finished it or it was
-    aborted, and the drafts discarded since the previous reply."""
+    request's TTFT and the deltas the engine streamed for it, whether the
+    engine finished it or it was aborted, and the drafts discarded since the
+    previous reply."""
     engine = agent.engine
     r_ids = {r.id for r in agent.replies}
     reqs = engine.requests
@@ -361,15 +376,18 @@ def live_figures(rec: Recording, agent: SimulatedAgent, live: LiveEngine) -> dic
         lv = q.live if q is not None else None
         drafts = [d for d in discarded if prev_id < (d.reply_id or 0) < reply.id]
         heard = None
-        if reply.stop_reason not in (None, "completed") and reply.id in agent.cursor:
-            h = agent.cursor.heard(reply.id)
-            heard = h.text_full[: h.cut].strip()
+        said = ""  # what the Responder emitted (the cursor has it): the reply
+        if reply.id in agent.cursor:
+            said = agent.cursor.reply(reply.id).text
+            if reply.stop_reason not in (None, "completed"):
+                h = agent.cursor.heard(reply.id)
+                heard = h.text_full[: h.cut].strip()
         return {
             "call": rec.id,
             "turn": reply.turn,
             "reply_id": reply.id,
             "decision_at": round(reply.decision_at, 4),
-            "reply_text": q.text if q is not None else "",
+            "reply_text": said,
             "recorded_text": agent.planner.reply_text(reply.turn),
             "heard_text": heard,
             "ttft_ms": None if lv is None or lv.ttft_ms is None else round(lv.ttft_ms, 3),
