@@ -8,6 +8,7 @@ Tests that need espeak-ng skip without it, unless ``TURNKIT_REQUIRE_TTS=1``.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Iterator
 
 import numpy as np
@@ -154,6 +155,37 @@ async def test_cursor_heard_with_real_word_timings(spoken):
     heard = cur.heard(1)
     assert heard.method == "timestamps"
     assert heard.text == "Certainly, a table for four on"
+
+
+def test_progress_is_the_heard_cut_after_every_mark():
+    """progress() (asked after every played frame, kept while the next
+    word's end has not played) answers what heard() does, on seeded random
+    replies, timestamps arriving in two parts, lengths and marks."""
+    rng = random.Random(1)
+    checked = 0
+    for _ in range(100):
+        vocab = ["word", "and,", "-", "stop.", "o'clock"]
+        toks = [rng.choice(vocab) for _ in range(rng.randint(1, 30))]
+        t, stamps = 0.0, []
+        for tok in toks[: rng.randint(0, len(toks))]:
+            d = rng.choice([0.0, 0.1, 0.25])
+            stamps.append(Word(text=tok, start=t, end=t + d))
+            t += d + rng.choice([0.0, 0.05])
+        cur = PlaybackCursor(VirtualClock())
+        cur.on_text(1, " ".join(toks))
+        cur.on_started(1)
+        cur.on_words(1, stamps[: len(stamps) // 2])
+        if rng.random() < 0.3:
+            cur.on_duration(1, t * rng.random() + 0.01)
+        played = 0.0
+        for k in range(120):
+            played += rng.choice([0.0, 1e-7, 0.01, 0.02, 0.05, 0.3])
+            if k == 60:
+                cur.on_words(1, stamps[len(stamps) // 2 :])
+            cur.on_mark(1, played)
+            assert cur.progress(1) == cur.heard(1).cut, (toks, played)
+            checked += 1
+    assert checked == 12000
 
 
 # --- the processor in a pipeline ----------------------------------------------------

@@ -34,10 +34,17 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from turnkit.barge_in.truncation import Heard, TruncationConfig, heard_prefix, tokens
+from turnkit.barge_in.truncation import (
+    Heard,
+    TruncationConfig,
+    align_timestamps,
+    heard_prefix,
+    tokens,
+)
 from turnkit.clock import Clock
 from turnkit.frames import SystemFrame, Word
 
@@ -80,6 +87,10 @@ class ReplyPlayback:
     clock_played_s: float = 0.0  # finished stretches, by the clock
     stop_reason: str | None = None
     extrapolated_s: float = 0.0  # added at the stop, from the clock
+    # progress(): (evidence, played_s window [lo, hi), offset) while it holds
+    progress_cache: tuple[tuple[object, ...], float, float, int] | None = field(
+        default=None, repr=False
+    )
 
     @property
     def started(self) -> bool:
@@ -163,9 +174,28 @@ class PlaybackCursor:
     def progress(self, reply_id: int) -> int:
         """How far into the reply's text the caller has heard: the offset
         after the last word heard so far (0: none, or nothing known)."""
-        if reply_id not in self._replies:
+        r = self._replies.get(reply_id)
+        if r is None:
             return 0
-        return self.heard(reply_id).cut
+        # Asked after every played frame: with word timestamps the answer
+        # holds until the next word's end plays, so it is kept that long.
+        played = self.played_s(reply_id)
+        key = (len(r.text), len(r.words or ()), len(r.anchors), r.duration_s, r.stop_reason)
+        c = r.progress_cache
+        if c is not None and c[0] == key and c[1] <= played < c[2]:
+            return c[3]
+        heard = self.heard(reply_id)
+        r.progress_cache = None
+        if heard.method == "timestamps" and self.config.min_word_fraction >= 1.0 and r.words:
+            timed = align_timestamps(r.text, r.words)
+            nxt = timed[heard.words_kept] if heard.words_kept < len(timed) else None
+            # heard_prefix counts a word once played_s >= its end - 1e-6.
+            hi = nxt.end - 1e-6 if nxt is not None else math.inf
+            if r.duration_s is not None:
+                hi = min(hi, r.duration_s - 1e-6)
+            lo = heard.audio_end_s - 1e-6 if heard.words_kept else -math.inf
+            r.progress_cache = (key, lo, hi, heard.cut)
+        return heard.cut
 
     def on_duration(self, reply_id: int, seconds: float) -> None:
         """The reply's whole audio is this long (the TTS finished it)."""
