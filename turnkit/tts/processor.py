@@ -19,7 +19,14 @@ per sentence:
    first N characters take its first T seconds: the sentence's audio end),
    from which the playback cursor estimates word times inside the sentence
    (:func:`~turnkit.barge_in.truncation.estimate_word_timings`; its error
-   is measured in ``benchmarks/bench_truncation.py``);
+   is measured in ``benchmarks/bench_truncation.py``: with sentence anchors
+   86 % of cuts exact and 99.9 % within one word on the corpus replies,
+   espeak-ng word renders as the truth). The choice costs: espeak-ng's word
+   timings come from rendering word by word (one subprocess per distinct
+   word, fixed pauses between them), measured at 361 ms to render an
+   11-word sentence against 39 ms whole, and 5.1 s of audio against 3.5 s
+   (each word at its own citation pace); ``word_timings=False`` renders
+   whole sentences and uses the anchors;
 3. :class:`~turnkit.frames.AudioOutFrame` s of ``frame_s`` each, tagged with
    the reply id, at ``sample_rate``.
 
