@@ -467,6 +467,38 @@ async def test_turnkit_pipeline_without_word_timings_cuts_on_sentence_anchors():
     assert abs((cut.words_kept - first) - truth) <= 1, (cut.text, truth)
 
 
+async def test_tts_speaks_each_sentence_once_it_ends_and_nothing_after_an_interruption():
+    """TTSProcessor on espeak-ng: a sentence is rendered when its end
+    arrives (the rest waits for more text or the reply's end); after an
+    interruption comes back upstream, the reply's later text is not spoken;
+    the next reply is."""
+    require_espeak()
+    tts = TTSProcessor(EspeakTTS())
+    sink = CollectSink()
+    pipe = Pipeline([tts, sink])
+    await pipe.start()
+    try:
+        await pipe.queue_frame(LLMTextFrame(reply_id=1, text="Hello there. How"))
+        await pipe.wait_idle()
+        said = [f.text for f in sink.frames if isinstance(f, AgentTextFrame)]
+        assert said == ["Hello there."]
+        await tts.deliver(InterruptionFrame(reason="barge-in"), FrameDirection.UPSTREAM)
+        await pipe.queue_frame(LLMTextFrame(reply_id=1, text=" are you?", final=True))
+        await pipe.queue_frame(LLMTextFrame(reply_id=2, text="Fine", final=False))
+        await pipe.queue_frame(LLMTextFrame(reply_id=2, text=", thanks", final=True))
+        await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+    said = [(f.reply_id, f.text) for f in sink.frames if isinstance(f, AgentTextFrame)]
+    assert said == [(1, "Hello there."), (2, "Fine, thanks")]
+    audio = {f.reply_id for f in sink.frames if isinstance(f, AudioOutFrame)}
+    assert audio == {1, 2} and tts.rendered == 2
+    stamps = [f for f in sink.frames if isinstance(f, WordTimestampsFrame)]
+    assert [[w.text for w in f.words] for f in stamps] == [["Hello", "there."], ["Fine,", "thanks"]]
+    # Each reply's words are timed from its own first sample.
+    assert all(f.words[0].start < 0.2 for f in stamps)
+
+
 async def test_audio_rendered_after_a_stop_is_not_played():
     """The TTS may finish a sentence of a reply the caller has just stopped
     (it hears of the stop after its render): that audio is dropped, and the

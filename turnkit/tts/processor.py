@@ -74,7 +74,6 @@ class _Reply:
     pending: str = ""  # text not yet spoken
     text: str = ""  # text spoken so far (sentences joined by one space)
     audio_s: float = 0.0  # audio pushed so far
-    done: bool = False
 
 
 class TTSProcessor(FrameProcessor):
@@ -112,7 +111,8 @@ class TTSProcessor(FrameProcessor):
             return
         if isinstance(frame, InterruptionFrame):
             # Every reply seen so far is over: nothing more of it is spoken.
-            self._dead.update(self._replies)
+            for rid in self._replies:
+                self._end(rid)
             self._replies.clear()
         await self.push_frame(frame, direction)
 
@@ -131,10 +131,13 @@ class TTSProcessor(FrameProcessor):
         if frame.final:
             if reply.pending.strip():
                 await self._speak(rid, reply, reply.pending)
-            reply.pending = ""
-            reply.done = True
             self._replies.pop(rid, None)
-            self._dead.add(rid)  # a late frame of a finished reply is not spoken
+            self._end(rid)  # a late frame of a finished reply is not spoken
+
+    def _end(self, rid: int) -> None:
+        self._dead.add(rid)
+        if len(self._dead) > 256:  # reply ids only grow: the oldest go
+            self._dead.discard(min(self._dead))
 
     async def _speak(self, rid: int, reply: _Reply, sentence: str) -> None:
         sentence = " ".join(sentence.split())
