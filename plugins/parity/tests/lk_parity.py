@@ -33,12 +33,12 @@ run in this host (see the parity test's listed reasons).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from livekit import rtc
-from livekit.agents import Agent, AgentSession, llm
+from livekit.agents import Agent, AgentSession
 from livekit.agents.voice.io import AudioInput
 from livekit.plugins import silero
 from pipecat.frames.frames import InputAudioRawFrame, InterimTranscriptionFrame, TranscriptionFrame
@@ -58,11 +58,12 @@ WAIT_S = 60.0  # a bound only: each step waits for an event, not a window
 
 @dataclass
 class LiveKitRun:
-    """What the LiveKit host did: LiveKit's own user-turn commits (audio
-    position when ``conversation_item_added`` fired for the user message,
-    wall-clock driven: informational) and the stream's predict() calls."""
+    """What the LiveKit host did besides the detector's decisions: the
+    chunks LiveKit pulled, its ``predict()`` calls on the stream and the
+    streams it opened. (Without an STT it commits no user message: its
+    own commit, on the wall clock, is measured in real time by the parity
+    test's LiveKit commit test.)"""
 
-    commits: list[float] = field(default_factory=list)
     predictions: int = 0
     frames: int = 0
     streams: int = 0
@@ -88,6 +89,8 @@ class LockstepAudioInput(AudioInput):
         self.run = run
         self._i = 0
         self._judged = 0  # 32 ms frames the stream's detector has judged
+        self._texts_sent = 0  # transcripts pushed to the stream ...
+        self._texts_done = 0  # ... and handled by it
         self._hooked: Any = None
         self.done = asyncio.Event()
         self._echo: EchoFilter | None = None
@@ -96,6 +99,9 @@ class LockstepAudioInput(AudioInput):
         self._echo = echo
 
     async def _stream(self) -> Any:
+        """The session's turnkit stream (LiveKit opens it when the session
+        starts), with the echo filter turnkit replay runs and counters on
+        its detector's frames and its transcripts (the lock step's events)."""
         async with asyncio.timeout(WAIT_S):
             while not self.detector.streams:
                 await asyncio.sleep(0.005)
@@ -104,7 +110,7 @@ class LockstepAudioInput(AudioInput):
             self._hooked = s
             s.timeline.echo = self._echo
             det = s.detector
-            orig_audio, orig_text = det.on_audio, det.on_transcript
+            orig_audio = det.on_audio
 
             async def on_audio(*a: Any, **k: Any) -> Any:
                 try:
@@ -113,7 +119,6 @@ class LockstepAudioInput(AudioInput):
                     self._judged += 1
 
             det.on_audio = on_audio  # type: ignore[method-assign]
-            self._texts_done = 0
             orig_t = s._transcript
 
             async def transcript(item: str) -> None:
@@ -123,8 +128,6 @@ class LockstepAudioInput(AudioInput):
                     self._texts_done += 1
 
             s._transcript = transcript  # type: ignore[method-assign]
-            self._texts_sent = 0
-            del orig_text
         return s
 
     async def _until(self, cond: Any) -> None:
@@ -199,12 +202,6 @@ async def replay_in_livekit(
         },
     )
     session.input.audio = src
-
-    def on_item(ev: Any) -> None:
-        if isinstance(ev.item, llm.ChatMessage) and ev.item.role == "user":
-            run.commits.append(src.feed.position)
-
-    session.on("conversation_item_added", on_item)
     await session.start(Agent(instructions="You listen."), record=False)
     try:
         async with asyncio.timeout(WAIT_S * 5):

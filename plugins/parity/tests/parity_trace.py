@@ -305,6 +305,7 @@ def table(
             merged.setdefault(key, {})[host] = r
     head = ["event kind", ref_host, *hosts, "difference", "listed reason"]
     out: list[list[str]] = [head]
+    notes: list[str] = []  # the listed reasons used, printed in full below
 
     def order(k: tuple[str, float | None, int]) -> tuple[float, str]:
         return (k[1] if k[1] is not None else 0.0, k[0])
@@ -324,7 +325,9 @@ def table(
             if r.status != "equal" or len(hosts) > 1:
                 diffs.append(f"{h} {_diff(r)}" if len(hosts) > 1 else _diff(r))
             if r.reason:
-                reasons.append(f"{h}: {r.reason[:60]}...")
+                if r.reason not in notes:
+                    notes.append(r.reason)
+                reasons.append(f"{h}: [{notes.index(r.reason) + 1}]")
             elif not r.ok:
                 reasons.append(f"{h}: UNLISTED")
         cells += ["; ".join(diffs) or "equal", " | ".join(reasons)]
@@ -333,6 +336,8 @@ def table(
     lines = [f"== {call}"]
     for row in out:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    for i, why in enumerate(notes):
+        lines.append(f"[{i + 1}] {why}")
     for h, (kinds, why) in not_run.items():
         lines.append(f"n/r {h} ({', '.join(kinds)}): {why}")
     return "\n".join(lines)

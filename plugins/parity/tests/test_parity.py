@@ -80,15 +80,18 @@ PHONE_CALLS = ("appointment-natural-13", "order-natural-15", "pharmacy-natural-1
 LIVEKIT_TURN = (
     "LiveKit starts the user's transcript afresh at each committed turn "
     "(livekit/agents/voice/audio_recognition.py:1890-1891 'clear the transcript "
-    "if the user turn was committed': self._audio_transcript = \"\"), and "
+    'if the user turn was committed\': self._audio_transcript = ""), and '
     "turnkit-livekit's stream follows it (turnkit_livekit/detectors.py "
     "TurnkitDetectorStream._signals: _finals = [] on a TurnEndFrame); turnkit "
     "replay's oracle keeps the caller turn's words across a cut-off, so after "
     "a false cut-off inside one caller turn the text scorer judges fewer words"
 )
+# Measured (fixed compute, so identical on any machine): at most 64 ms on
+# the three 8 kHz calls, Pipecat and LiveKit alike (pharmacy-natural-17's
+# second turn end and reply: -64 ms).
 ALLOWED: list[Allowed] = [
     *(
-        Allowed(call, host, kind, PHONE_16BIT, max_ms=96.0)
+        Allowed(call, host, kind, PHONE_16BIT, max_ms=64.0)
         for call in PHONE_CALLS
         for host in ("pipecat", "livekit")
         for kind in ("turn_end", "eager", "resumed", "reply_", "barge_in:", "draft:", "tool:")
@@ -161,7 +164,7 @@ async def test_hosts_decide_alike(call: str, report: IO[str]) -> None:
     text = table(call, "replay", rows, NOT_RUN)
     for host, rs in rows.items():
         text += f"\n{host}: " + " ".join(f"{k}={v}" for k, v in summary(rs).items())
-    text += f"\nlivekit commits (audio s, LiveKit's own, wall-clock paced): {lk.commits}\n"
+    text += f"\nlivekit: {lk.predictions} predict() calls by LiveKit over {lk.frames} chunks\n"
     print("\n" + text)
     report.write(text + "\n")
     report.flush()
@@ -236,9 +239,7 @@ async def test_livekit_commits_after_turnkit_decides(report: IO[str]) -> None:
         await asyncio.sleep(1.0)
     finally:
         await session.aclose()
-    ends = [
-        s.at for st in detector.streams for s in st.signals if isinstance(s, TurnEndFrame)
-    ]
+    ends = [s.at for st in detector.streams for s in st.signals if isinstance(s, TurnEndFrame)]
     assert ends and commits
     lags = []
     for c in commits:
