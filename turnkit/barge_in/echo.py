@@ -412,7 +412,9 @@ class EchoFilter:
         mic = self._mic
         if float(np.mean(mic**2)) <= 0.0:
             return
-        ref = self.reference.view(end - self._search_len - self._maxd, self._search_len + self._maxd)
+        ref = self.reference.view(
+            end - self._search_len - self._maxd, self._search_len + self._maxd
+        )
         if float(np.mean(ref[-self._search_len :] ** 2)) < self._ref_floor:
             return
         m = np.fft.rfft(mic, self._nfft)
