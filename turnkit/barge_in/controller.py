@@ -38,7 +38,10 @@ passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
   doubled "yes | yes") holds again once it is ``pause_after_s`` long; speech
   past ``max_backchannel_s`` holds whatever the score (backchannels are
   0.2-0.6 s); each such hold stands only if the speech goes on through it,
-  and after ``max_holds`` holds the next pause stands. Once the words so
+  and after ``max_holds`` released holds only words decide. A short sound
+  said well above the caller's typical pitch (learnt from their turns), off
+  the agent's phrase boundaries, keeps its first hold for the words
+  (:meth:`raised`: "Sorry, | ..." said high; an acknowledgement is low). Once the words so
   far are acknowledgement words ("yes" of "yes yes", "oh" of "oh okay"),
   the audio no longer pauses: the next word decides.
 * **words** (:meth:`on_transcript`, the recogniser's text of the caller's
@@ -126,7 +129,10 @@ class BargeInParams:
     # Speech this long while paused is a bid without words.
     confirm_after_s: float = 1.2
     max_backchannel_words: int = 3
-    # Speculative holds on one segment; the next pause stands.
+    # A short sound this many semitones above the caller's typical pitch
+    # (off the agent's phrase boundaries) keeps its hold for the words.
+    raised_pitch_st: float = 2.0
+    # Speculative holds on one segment; after these, its words decide.
     max_holds: int = 2
     # Held speculatively, the caller went quiet this long: resume (a dip
     # of one frame between two words is not the end).
@@ -220,6 +226,7 @@ class BargeInController:
         self.sample_rate = sample_rate
         self.reason = ""
         self.caller_level_db: float | None = None  # the caller's speech level (turns)
+        self._pitch_st: float | None = None  # the caller's typical pitch (semitones, turns)
         # The last non-keep actions (when, action, reason), for logs and tests.
         self.log: deque[tuple[float, Action, str]] = deque(maxlen=256)
         # Words judged an acknowledgement while the agent talked (when, text):
@@ -323,6 +330,7 @@ class BargeInController:
         if not self._agent_start and audio is not None and vad.speaking and not quiet:
             # The caller's own turns set the level a bid is judged against.
             self._learn_level(frame_energy_db(audio))
+            self._learn_pitch(frame_pitch_hz(audio, self.sample_rate))
         # A reply decided but not audible yet: caller speech makes it stale.
         if self._pending and self._agent_start is None:
             if vad.started:
@@ -387,24 +395,27 @@ class BargeInController:
             # The words so far are acknowledgement words ("yes", "oh" of
             # "oh okay"): the next word decides, not the audio.
             return Action.KEEP
+        if seg.holds >= p.max_holds:
+            # Held (and released) enough times: no more gaps in the agent's
+            # audio for this sound; its words decide, or its length (no
+            # recogniser, or a language it cannot write).
+            if seg.duration >= p.confirm_after_s - 1e-9:
+                return self._pause(f"speech past {p.confirm_after_s:.2f} s")
+            return Action.KEEP
         if seg.restart is not None:
             # The second part holds again once it is ``pause_after_s`` long
             # (a doubled acknowledgement's second word is shorter than the
-            # hold that follows); after two holds, the pause stands.
+            # hold that follows).
             if seg.last_speech - seg.restart >= p.pause_after_s - 1e-9:
                 seg.restart = None
-                return self._pause(
-                    "speech going on after a held sound", speculative=seg.holds < p.max_holds
-                )
+                return self._pause("speech going on after a held sound", speculative=True)
             return Action.KEEP
         dur = seg.duration
         if dur >= p.max_backchannel_s - 1e-9 and not seg.long_held:
             # Past a backchannel's usual length: hold, and the pause stands
             # if the speech goes on through the hold.
             seg.long_held = True
-            return self._pause(
-                f"speech past {p.max_backchannel_s:.2f} s", speculative=seg.holds < p.max_holds
-            )
+            return self._pause(f"speech past {p.max_backchannel_s:.2f} s", speculative=True)
         if not seg.acknowledged and dur >= self.params.pause_after_s - 1e-9 and seg.score is None:
             seg.score = self.bid_score(seg)
             if seg.score >= self.params.bid_threshold:
@@ -479,6 +490,33 @@ class BargeInController:
             # A slow tracker leaning to the louder frames (the voice, not its tails).
             a = 0.05 if db > self.caller_level_db else 0.01
             self.caller_level_db += a * (db - self.caller_level_db)
+
+    def _learn_pitch(self, hz: float) -> None:
+        if hz <= 0:
+            return
+        st = 12.0 * math.log2(hz)
+        if self._pitch_st is None:
+            self._pitch_st = st
+        else:
+            # A slow tracker of the caller's typical pitch (semitones).
+            self._pitch_st += 0.02 * (st - self._pitch_st)
+
+    @property
+    def caller_pitch_hz(self) -> float | None:
+        """The caller's typical pitch, learnt from their turns (None: not yet)."""
+        return None if self._pitch_st is None else 2.0 ** (self._pitch_st / 12.0)
+
+    def raised(self, seg: Evidence) -> bool:
+        """The segment is said higher than the caller's typical pitch (by
+        ``raised_pitch_st`` semitones or more, median of its voiced frames)
+        and not at a phrase boundary of the agent's text: the prosody of a
+        competitive incoming ("Sorry, ...", "Wait, ..."), where an
+        acknowledgement is said low, at the agent's boundaries."""
+        voiced = [f for f in seg.pitch_hz if f > 0]
+        if self._pitch_st is None or len(voiced) < 3 or seg.at_boundary:
+            return False
+        st = 12.0 * math.log2(float(np.median(voiced))) - self._pitch_st
+        return st >= self.params.raised_pitch_st
 
     def _at_boundary(self, at: float) -> bool:
         """The agent is at (or just past) a phrase boundary of its text."""
@@ -581,12 +619,21 @@ class BargeInController:
             # or is back at its end, makes the pause stand, for words to decide.
             if quiet or seg.quiet_since is not None:
                 self._hold_quiet = True
-            if self._hold_quiet and (
+            ended = self._hold_quiet and (
                 seg.quiet_since is not None and now - seg.quiet_since >= p.quiet_resume_s - 1e-9
-            ):
+            )
+            if not ended and now >= self._hold_until - 1e-9:
+                ended = self._hold_quiet and (quiet or seg.quiet_since is not None)
+            if ended and seg.holds <= 1 and not seg.lexical and self.raised(seg):
+                # A short sound said high, off the agent's boundaries
+                # ("Sorry, | ..."): the pause stands for the words.
+                self._hold_until = None
+                self.reason = "short sound with a bid's raised pitch: the pause stands"
+                return Action.KEEP
+            if ended and now < self._hold_until - 1e-9:
                 return self._resume("short sound, no bid: agent goes on", held=seg)
             if now >= self._hold_until - 1e-9:
-                if self._hold_quiet and (quiet or seg.quiet_since is not None):
+                if ended:
                     return self._resume("speech broke off within the hold: agent goes on", held=seg)
                 self._hold_until = None
                 self.reason = "speech past a backchannel's length: the pause stands"
