@@ -248,6 +248,8 @@ class EchoFilter:
             [(freqs >= lo) & (freqs < hi) for lo, hi in itertools.pairwise(edges)]
         ).astype(np.float64)
         self._bin_band = np.argmax(np.vstack([self._bands, 1e-9 * np.ones(k)]), axis=0)
+        self._gbuf = np.ones(len(self._bands) + 1)  # per-band gains, then 1 (no band)
+        self._zeros_k = np.zeros(k)
         self.reset()
 
     # -- reference -----------------------------------------------------------
@@ -319,25 +321,28 @@ class EchoFilter:
         pr = self._reference_power(idx, n, playing)
         active = bool(np.any(pr[self._band] > 0))
         if not active:
-            return EchoStep(frame, False, 0.0, float(np.sum(px[self._band])), False, self.delay_ms)
+            return EchoStep(frame, False, 0.0, float(px[self._band].sum()), False, self.delay_ms)
         bx = self._bands @ px
         br = self._bands @ pr
         echo_b = self._over * self._gain * br
         noise = self._noise if self._noise is not None else np.zeros_like(px)
         bn = self._bands @ noise
         residual = np.maximum(bx - echo_b - bn, 0.0)
-        e_band = float(np.sum(echo_b))
-        r_band = float(np.sum(residual))
-        caller = r_band > self.params.caller_ratio * (e_band + float(np.sum(bn)))
+        e_band = float(echo_b.sum())
+        r_band = float(residual.sum())
+        caller = r_band > self.params.caller_ratio * (e_band + float(bn.sum()))
         if self.delay_samples is not None and playing and not caller:
             self._learn_gain(bx, br)
-        # Residual echo suppression: each band keeps what exceeds its echo.
-        gains_b = np.clip(1.0 - echo_b / np.maximum(bx, 1e-20), 0.0, 1.0)
-        gains_b = np.maximum(np.sqrt(gains_b), self._gain_floor)
-        if not caller:
-            # Echo alone: nothing in this frame is the caller's.
-            gains_b = np.full_like(gains_b, self._gain_floor)
-        gains = np.append(gains_b, 1.0)[self._bin_band]
+        # Residual echo suppression: each band keeps what exceeds its echo;
+        # echo alone: nothing in this frame is the caller's (gain floor).
+        # gbuf's last slot (bins outside the bands) stays 1.
+        gbuf = self._gbuf
+        if caller:
+            g = np.minimum(np.maximum(1.0 - echo_b / np.maximum(bx, 1e-20), 0.0), 1.0)
+            gbuf[:-1] = np.maximum(np.sqrt(g), self._gain_floor)
+        else:
+            gbuf[:-1] = self._gain_floor
+        gains = gbuf[self._bin_band]
         raw = np.fft.rfft(frame)
         cleaned = np.fft.irfft(raw * gains, n).astype(np.float32)
         return EchoStep(cleaned, True, e_band, r_band, bool(caller), self.delay_ms)
@@ -383,8 +388,11 @@ class EchoFilter:
     def _reference_power(self, idx: int, n: int, playing: bool) -> np.ndarray:
         if self.delay_samples is not None:
             ref = self.reference.view(idx - self.delay_samples, n)
-            spec = np.fft.rfft(ref * self._win[:n] if n == self.n else ref)
-            now = (np.abs(spec) ** 2) / self._win_power
+            if ref.any():
+                spec = np.fft.rfft(ref * self._win[:n] if n == self.n else ref)
+                now = (np.abs(spec) ** 2) / self._win_power
+            else:  # silence at the delay: its spectrum is zero
+                now = self._zeros_k
         elif playing and not self.no_echo_path:
             # Path not found yet: any delay is possible, so the loudest
             # reference frame in the window stands for the echo.
