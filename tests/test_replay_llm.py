@@ -109,8 +109,9 @@ async def test_live_engine_tokens_are_the_replies(engine: str) -> None:
     assert agg["llm_live"]["tokens"] == live["tokens"]
     assert agg["llm_live"]["turns"] == rows
     assert agg["drafts"]["used"] > 0
-    # Same decisions as the latency-model replay: the live engine changes
-    # what the agent says and when, not when the detector decides.
+    # The held clock changes nothing before the agent first speaks: the
+    # first decision is the latency-model replay's (later ones may move
+    # with the agent's audio, whose start depends on the measured TTFTs).
     model_seen: dict[str, SimulatedAgent] = {}
     model = await replay_call(
         rec,
@@ -119,7 +120,7 @@ async def test_live_engine_tokens_are_the_replies(engine: str) -> None:
         observe=lambda agent: model_seen.setdefault("agent", agent),
     )
     assert model.live_llm is None
-    assert [d.at for d in model_seen["agent"].decisions] == [d.at for d in agent.decisions]
+    assert model_seen["agent"].decisions[0].at == agent.decisions[0].at
 
 
 async def test_history_after_a_barge_in_holds_the_heard_words(engine: str) -> None:
@@ -148,13 +149,14 @@ async def test_history_after_a_barge_in_holds_the_heard_words(engine: str) -> No
         assert full.startswith(heard)
         reply = next(x for x in agent.replies if x.id == r["reply_id"])
         assert reply.heard_words == len(_words(heard)) < reply.words
-        # The history keeps the heard words only ...
+        # The history holds this reply as the heard words and the note
+        # saying it was cut (not the whole reply) ...
         assert responder is not None
-        kept = [m["content"] for m in responder.history if m["role"] == "assistant"]
-        unique = sum(x["reply_text"] == full for x in rows) == 1  # (a small model repeats)
-        assert any(k.startswith(heard) for k in kept) and not (unique and full in kept)
-        # ... and every request sent after the reply stopped carried them,
-        # not the whole reply. (A draft made before it played could not.)
+        expected = heard + (agent.cursor.config.note or "")
+        kept = [m["content"].strip() for m in responder.history if m["role"] == "assistant"]
+        assert expected in kept
+        # ... and every request sent after the reply stopped carried that.
+        # (A draft made before it played could not.)
         assert reply.stopped_at is not None
         later = [
             q.live
@@ -163,9 +165,8 @@ async def test_history_after_a_barge_in_holds_the_heard_words(engine: str) -> No
         ]
         assert later
         for lv in later:
-            sent = [m["content"] for m in lv.messages if m["role"] == "assistant"]
-            assert any(s.startswith(heard) for s in sent)
-            assert not (unique and full in sent)
+            sent = [m["content"].strip() for m in lv.messages if m["role"] == "assistant"]
+            assert expected in sent
 
 
 async def test_a_voided_draft_is_aborted_on_the_engine(engine: str) -> None:
