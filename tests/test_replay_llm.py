@@ -280,6 +280,26 @@ async def test_failing_engine_falls_back_and_counts_errors() -> None:
     assert [t.response_ms for t in score.turns] == [t.response_ms for t in baseline.turns]
 
 
+async def test_fake_engine_stream_that_breaks_keeps_the_words_so_far() -> None:
+    """Every stream breaks after two tokens: each is counted as an error,
+    the replies are the words that came (no fallback: the engine did
+    answer), and the call finishes."""
+    fake = FakeEngine()
+    try:
+        rec = load_recording(CALL)
+        cfg = ReplayConfig(eager=True, llm_url=fake.url("cut"), count_compute=False)
+        score = await replay_call(rec, "fused:audio=off", cfg)
+    finally:
+        fake.close()
+    live = score.live_llm
+    assert live is not None
+    assert live["errors"] == live["requests"] == score.llm_requests > 0
+    assert len(live["ttft_ms"]) == live["requests"]  # every one had a first token
+    spoken = [r for r in live["turns"] if r["stop_reason"] == "completed"]
+    assert spoken and all(r["reply_text"] == "ab" and not r["fallback"] for r in spoken)
+    assert not any(t.missed for t in score.turns)
+
+
 def test_cli_llm_url_that_does_not_answer_is_one_line(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     r = subprocess.run(
