@@ -197,6 +197,18 @@ class _Caller(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
+class _ToldProgress(BargeInController):
+    """The real controller, keeping what it was told of the agent's progress."""
+
+    def __init__(self, clock: RealClock) -> None:
+        super().__init__(clock)
+        self.told: list[int] = []
+
+    def on_agent_progress(self, text_offset: int) -> None:
+        self.told.append(text_offset)
+        super().on_agent_progress(text_offset)
+
+
 async def _word_timed_call(after_s: float, barge_in: BargeInController | None = None):
     """LLM text -> EspeakTTSService (word timings) -> a real output transport ->
     HeardTruncation -> Pipecat's assistant aggregator; the caller interrupts
@@ -224,8 +236,11 @@ async def _word_timed_call(after_s: float, barge_in: BargeInController | None = 
 
     async def drive() -> None:
         await task.queue_frames(
-            [LLMFullResponseStartFrame(), LLMTextFrame(f"{REPLY} {SECOND}"),
-             LLMFullResponseEndFrame()]
+            [
+                LLMFullResponseStartFrame(),
+                LLMTextFrame(f"{REPLY} {SECOND}"),
+                LLMFullResponseEndFrame(),
+            ]
         )
         # Generous: the words render first (a subprocess each), then play.
         await asyncio.wait_for(stopped.wait(), timeout=120)
@@ -238,32 +253,34 @@ async def _word_timed_call(after_s: float, barge_in: BargeInController | None = 
 async def test_word_timestamps_from_a_real_tts_and_output_cut_the_context() -> None:
     """Pipecat's own path: a TTS service reporting word timestamps
     (add_word_timestamps), the output transport releasing each word's
-    TTSTextFrame at its pts as it plays; the caller interrupts mid-reply.
-    The context keeps exactly the words whose audio ended before the
-    interruption (espeak-ng's word timings as the reference), and the
-    barge-in controller was told the same offset."""
+    TTSTextFrame at its pts as it starts playing; the caller interrupts in
+    the middle of a word of the second sentence (espeak-ng's word timings
+    of the two sentences, back to back, as the reference). Pipecat's
+    aggregator has that word (it started); the context keeps the words whose
+    audio ended, and the barge-in controller was told how far that is."""
+    one = await EspeakTTS("en-us").synthesize_words(REPLY)
+    two = await EspeakTTS("en-us").synthesize_words(SECOND)
+    ref = [(w.text, one.duration + w.start, one.duration + w.end) for w in two.words]
+    ref = [(w.text, w.start, w.end) for w in one.words] + ref
+    k = len(one.words) + 4  # "... Would you like the" heard, "tracking" half
+    stop_at = (ref[k][1] + ref[k][2]) / 2
     clock = RealClock()
-    ctl = BargeInController(clock)
+    ctl = _ToldProgress(clock)
     ctl.on_agent_started(f"{REPLY} {SECOND}", clock.now())
-    context, truncation = await _word_timed_call(1.6, barge_in=ctl)
-    assert truncation.truncations == 1 and truncation.timed_words > 0
+    context, truncation = await _word_timed_call(stop_at, barge_in=ctl)
+    assert truncation.truncations == 1 and truncation.timed_words > k
     kept = _reply(context).removesuffix(NOTE)
     heard = truncation.cursor.heard(truncation.reply)
     assert heard.method == "timestamps"
-    # The reference: where each word of the first sentence ends in its audio.
-    one = await EspeakTTS("en-us").synthesize_words(REPLY)
     played = truncation.cursor.played_s(truncation.reply)
-    assert 1.6 <= played < one.duration  # interrupted inside the first sentence
-    # Words whose end had played, give or take one 20 ms chunk and the
-    # release jitter of the transport's clock (50 ms).
-    lo = sum(1 for w in one.words if w.end <= played - 0.05)
-    hi = sum(1 for w in one.words if w.end <= played + 0.05)
-    assert lo <= len(kept.split()) <= hi, (kept, played)
-    assert REPLY.startswith(kept) and 0 < len(kept) < len(REPLY)
-    # The controller was told the cursor's progress while the audio played:
-    # the end of a word of the reply, the cut itself or (extrapolated from
-    # the last chunk while playing) the word after it.
-    told = ctl._played_chars
-    nxt = REPLY.split()[len(kept.split())]
-    assert told is not None and len(kept) <= told <= len(kept) + 1 + len(nxt), (told, kept)
-    assert REPLY[:told].split() == REPLY.split()[: len(REPLY[:told].split())]
+    assert abs(played - stop_at) < 0.1
+    # Words whose end had played, give or take one 40 ms output chunk and
+    # the release jitter of the transport's clock.
+    lo = sum(1 for _, _, end in ref if end <= played - 0.05)
+    hi = sum(1 for _, _, end in ref if end <= played + 0.05)
+    assert lo == hi == k  # half way through a word: no doubt which
+    assert kept.split() == f"{REPLY} {SECOND}".split()[:k], kept
+    # The controller was told the cursor's progress as the audio played:
+    # never backwards, and at the interruption the cut itself.
+    assert ctl.told and ctl.told == sorted(ctl.told)
+    assert ctl.told[-1] == len(kept), (ctl.told[-1], kept)

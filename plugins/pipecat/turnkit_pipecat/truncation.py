@@ -25,7 +25,9 @@ The evidence, best first:
   word's ``pts`` after it (the TTS's own timings, not the release jitter), and
   ends where the next one starts. These become the cursor's word timestamps
   (a word is heard when its end has played); the word still playing at an
-  interruption counts once its estimated length has played.
+  interruption counts once its estimated length has played. The sentence
+  frames Pipecat sends besides the words (each finished sentence again, as
+  one ``TTSTextFrame`` without a pts) add nothing.
 * **Sentence anchors.** A TTS without them releases a whole sentence when
   its audio *starts*: that marks the end of the one before, and turnkit's
   word-timing estimate places the words inside each sentence, at the
@@ -134,6 +136,10 @@ class HeardTruncation(FrameProcessor):
                 c.on_started(self.reply)
             elif isinstance(frame, TTSTextFrame) and frame.text.strip() and _timed(frame):
                 self._on_word(frame)
+            elif isinstance(frame, TTSTextFrame) and self._pts0 is not None:
+                # A word-timed reply: Pipecat also passes each finished
+                # sentence as one frame (no pts), the words again.
+                pass
             elif isinstance(frame, TTSTextFrame) and frame.text.strip():
                 text = c.reply(self.reply).text
                 if text and self.played_s > 0:
@@ -183,8 +189,11 @@ class HeardTruncation(FrameProcessor):
         self.cursor.on_words(self.reply, [Word(text=w.text, start=w.start, end=end)])
 
     def _progress(self) -> None:
-        if self.barge_in is not None and self.reply in self.cursor:
-            self.barge_in.on_agent_progress(self.cursor.progress(self.reply))
+        if self.barge_in is None or self.reply not in self.cursor:
+            return
+        if self._pts0 is not None and self.cursor.reply(self.reply).words is None:
+            return  # word-timed, no word ended yet: nothing to tell but a guess
+        self.barge_in.on_agent_progress(self.cursor.progress(self.reply))
 
 
 def _timed(frame: TTSTextFrame) -> bool:

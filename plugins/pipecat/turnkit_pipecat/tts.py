@@ -45,6 +45,9 @@ class EspeakTTSService(TTSService):
         super().__init__(
             push_start_frame=True,
             push_stop_frames=True,
+            # With word timestamps the words are the text frames (as
+            # Cartesia and ElevenLabs do); else each sentence goes out whole.
+            push_text_frames=not word_timings,
             settings=TTSSettings(model=None, voice=voice, language=None),
             **kwargs,
         )
