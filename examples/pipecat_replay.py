@@ -1,13 +1,18 @@
 """Replay a recorded call through a real Pipecat pipeline, offline.
 
     python examples/pipecat_replay.py recordings/easy-order-status-01 -d silence [--compare]
+    python examples/pipecat_replay.py recordings -d fused --compare --compute fixed --eager
 
 Caller audio goes in as InputAudioRawFrames and the manifest's words as
 Pipecat transcription frames, into Pipecat's LLMUserAggregator running the
 turnkit strategies; the LLM and TTS are turnkit replay's latency model (no
 transport, no network). Prints one line per caller turn with its response
 latency; --compare also runs `turnkit replay` on the same call and prints
-its number beside it.
+its number beside it. With ``--compute fixed`` (each model's benchmark
+cost, not the wall clock) both runs are deterministic and the figures are
+identical but for the differences the parity test lists
+(plugins/parity/tests: every decision of every demo call, event by event,
+in turnkit replay, this Pipecat host and a LiveKit AgentSession).
 """
 
 from __future__ import annotations
@@ -37,15 +42,28 @@ async def main() -> int:
     ap.add_argument(
         "--no-compute",
         action="store_true",
-        help="leave the detector's wall-clock model cost out of the latency (deterministic)",
+        help="leave the detector's model cost out of the latency (the same as --compute none)",
     )
+    ap.add_argument(
+        "--compute",
+        choices=["measured", "fixed", "none"],
+        default="measured",
+        help="model cost added to decisions: measured (wall clock), fixed (each model's "
+        "benchmark figure: identical reruns) or none",
+    )
+    ap.add_argument("--eager", action="store_true", help="eager drafts (the Responder's drafter)")
     ap.add_argument(
         "--no-filters", action="store_true", help="raw VAD barge-in, no echo/ack filters"
     )
     args = ap.parse_args()
     logger.remove()  # Pipecat logs every frame at DEBUG
     logging.basicConfig(level=logging.WARNING)
-    config = ReplayConfig(count_compute=not args.no_compute, filters=not args.no_filters)
+    config = ReplayConfig(
+        count_compute=not args.no_compute,
+        compute=args.compute,
+        eager=args.eager,
+        filters=not args.no_filters,
+    )
     status = 0
     same = total = 0
     worst = 0.0
