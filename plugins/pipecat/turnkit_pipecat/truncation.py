@@ -165,7 +165,9 @@ class HeardTruncation(FrameProcessor):
         """A word-timestamped word, released by the output as it starts."""
         assert frame.pts is not None
         if self._pts0 is None:
-            self._pts0, self._start0 = frame.pts, self.played_s
+            # Where the audio is now: the chunks written, plus the time the one
+            # being written has played (the cursor extrapolates on the clock).
+            self._pts0, self._start0 = frame.pts, self.cursor.played_s(self.reply)
         start = self._start0 + (frame.pts - self._pts0) / 1e9
         self._close_word(start)
         text = frame.text.strip()
