@@ -367,3 +367,37 @@ def test_a_streaming_prefix_of_an_acknowledgement_waits_for_the_next_word() -> N
     end = run2.first(Action.STOP, Action.CONFIRM)
     assert end is not None and "i think" in end[2]
     assert end[0] >= bc.end + 0.3 - 1e-6
+
+
+def _replay_with(rec: Recording, params: BargeInParams, monkeypatch: pytest.MonkeyPatch) -> object:
+    import turnkit.replay.simulator as simulator
+
+    class Configured(BargeInController):
+        def __init__(self, clock: VirtualClock, language: str = "en", *a: object, **kw: object):
+            super().__init__(clock, language, params)
+
+    monkeypatch.setattr(simulator, "BargeInController", Configured)
+    return asyncio.run(replay_call(rec, "silence", ReplayConfig(stt_delay_ms=250)))
+
+
+def test_a_short_first_word_said_high_keeps_its_hold_for_the_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # bargein-friday-05 through the whole replay (echo filter, Silero VAD),
+    # recogniser 250 ms late: "Sorry, | actually make that Friday" breaks
+    # off after "Sorry" inside the speculative hold. Said above the
+    # caller's own pitch (learnt from "Can I move my appointment..."), the
+    # hold stands until "sorry" is recognised and confirms it: the agent
+    # stopped when it paused, well before the word arrived. With the rule
+    # off, the hold is released and the agent talks on over the bid.
+    rec = load_recording(REC / "bargein-friday-05")
+    bid = rec.caller_turns[1]
+    assert bid.text.startswith("Sorry") and bid.words is not None
+    recognised_ms = (bid.words[0].end + 0.25 - bid.start) * 1000
+    on = _replay_with(rec, BargeInParams(), monkeypatch)
+    turn = on.turns[1]  # type: ignore[attr-defined]
+    assert turn.barge_in and turn.barge_in_stopped
+    assert turn.stop_latency_ms is not None and turn.stop_latency_ms < recognised_ms - 100
+    off = _replay_with(rec, BargeInParams(raised_pitch_st=99.0), monkeypatch)
+    turn_off = off.turns[1]  # type: ignore[attr-defined]
+    assert not turn_off.barge_in_stopped or turn_off.stop_latency_ms >= recognised_ms - 1
