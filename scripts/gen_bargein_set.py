@@ -261,7 +261,7 @@ def make_call(idx: int, piper: g.Caller, out: Path) -> tuple[dict, np.ndarray, n
     )
     agent_voice = AGENT_VOICES[idx % len(AGENT_VOICES)]
     peak = float(rng.uniform(0.5, 0.8))
-    echo = (float(rng.uniform(-34, -22)), float(rng.uniform(20, 60))) if idx % 2 == 0 else None
+    echo = (float(rng.uniform(-34, -22)), float(rng.uniform(20, 60))) if idx % 4 < 2 else None
     bg = (["pink", "brown"][idx % 3 % 2], float(rng.uniform(-58, -46))) if idx % 3 != 0 else None
     kinds = ["bid", "bid", "bc", "bc"]
     rng.shuffle(kinds)
