@@ -144,6 +144,30 @@ def after_cutoffs(rec: Recording, ref: Trace) -> tuple[tuple[float, float], ...]
     return tuple(out)
 
 
+def pipecat_live_holds(ref: Trace) -> str:
+    """What live Pipecat does differently with the controller's holds,
+    read from the reference's actions: Pipecat 1.x cannot hold the bot's
+    audio (turnkit_pipecat/strategies.py ``_execute``: ``pause``/``resume``
+    are counted, only ``stop``/``confirm`` interrupt), so a confirmed hold
+    stops the bot at the confirm, later than the replay's audio stop at the
+    pause, and a released hold is talked through (no gap). The Pipecat host
+    of this test plays the reply with turnkit's replay agent, which holds."""
+    acts = sorted((e for e in ref.events if e.kind.startswith("barge_in:")), key=lambda e: e.at)
+    later, released = [], 0
+    for i, e in enumerate(acts):
+        if e.kind != "barge_in:pause":
+            continue
+        nxt = next((x for x in acts[i + 1 :] if x.kind != "barge_in:pause"), None)
+        if nxt is not None and nxt.kind == "barge_in:confirm":
+            later.append(round((nxt.at - e.at) * 1000))
+        elif nxt is not None and nxt.kind == "barge_in:resume":
+            released += 1
+    return (
+        f"pipecat live (no hold in Pipecat 1.x): confirmed holds stop later by {later} ms; "
+        f"{released} released hold(s) talked through"
+    )
+
+
 def _agent_started(ref: Trace) -> list[tuple[float, int | None]]:
     out: list[tuple[float, int | None]] = []
     for e in ref.of("reply_audio"):
@@ -183,7 +207,8 @@ async def test_hosts_decide_alike(call: str, detector: str, report: Report) -> N
     text = table(f"{call} ({detector})", "replay", rows, NOT_RUN)
     for host, rs in rows.items():
         text += f"\n{host}: " + " ".join(f"{k}={v}" for k, v in summary(rs).items())
-    text += f"\nlivekit: {lk.predictions} predict() calls by LiveKit over {lk.frames} chunks\n"
+    text += f"\nlivekit: {lk.predictions} predict() calls by LiveKit over {lk.frames} chunks"
+    text += "\n" + pipecat_live_holds(ref) + "\n"
     print("\n" + text)
     report.write(detector, text)
     unlisted = [(h, r) for h, rs in rows.items() for r in rs if not r.ok]
