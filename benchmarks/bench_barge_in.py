@@ -7,7 +7,7 @@ filters against Silero VAD per frame, and the WebRTC APM echo canceller
 echo filter's cost and echo reduction.
 
     python benchmarks/bench_barge_in.py [--workers 2] [--skip-filters] [--skip-echo]
-        [--sets demo-wb,demo-nb,held-wb,held-nb]
+        [--sets demo-wb,demo-nb,held-wb,held-nb] [--configs audio+words]
 
 The audio-evidence table compares, in the same run, three configurations of
 :class:`~turnkit.barge_in.controller.BargeInController`: ``raw VAD`` (any
@@ -113,7 +113,7 @@ def _sets(names: list[str]) -> dict[str, Path]:
     return out
 
 
-def _audio_evidence(sets: dict[str, Path]) -> None:
+def _audio_evidence(sets: dict[str, Path], only: list[str] | None = None) -> None:
     print("barge-in controller, silence detector, per corpus and recogniser delay (same run):")
     print(f"{'set':8} {'stt delay':>9} {'config':12} {'bc stopped':>10} {'bc brief':>8} "
           f"{'echo':>6} {'noise':>6} {'recall':>9} {'stop p50':>9} {'stop p95':>9}")
@@ -122,6 +122,11 @@ def _audio_evidence(sets: dict[str, Path]) -> None:
         "words only": BargeInParams(pause_after_s=10.0),
         "audio+words": BargeInParams(),
     }
+    if only:
+        unknown = [c for c in only if c not in configs]
+        if unknown:
+            raise SystemExit(f"--configs: unknown {unknown[0]!r} (one of {', '.join(configs)})")
+        configs = {k: v for k, v in configs.items() if k in only}
     for set_name, folder in sets.items():
         for delay in (0.0, 250.0):
             for name, params in configs.items():
@@ -204,8 +209,14 @@ def main() -> None:
         help="comma-separated: demo-wb, demo-nb, held-wb, held-nb (the held-out set's "
         "report half), tune-wb, tune-nb (its tuning half)",
     )
+    ap.add_argument(
+        "--configs",
+        default="",
+        help="comma-separated subset of: raw VAD, words only, audio+words (default: all)",
+    )
     args = ap.parse_args()
-    _audio_evidence(_sets([x for x in args.sets.split(",") if x]))
+    only = [x.strip() for x in args.configs.split(",") if x.strip()]
+    _audio_evidence(_sets([x for x in args.sets.split(",") if x]), only or None)
     if not args.skip_filters:
         _filters_table(args.workers)
     if not args.skip_echo:

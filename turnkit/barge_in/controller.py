@@ -35,7 +35,7 @@ passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
   (``quiet_resume_s``, or quiet at its end) resumes; speech still going at
   its end, longer than a backchannel so far, makes the pause stand for the
   words to decide. Speech again after a held sound ("Sorry, | can I", or a
-  doubled "yes | yes") holds again once it is ``pause_after_s`` long; speech
+  doubled "yes | yes") holds again once it is ``restart_after_s`` long; speech
   past ``max_backchannel_s`` holds whatever the score (backchannels are
   0.2-0.6 s); each such hold stands only if the speech goes on through it,
   and after ``max_holds`` released holds only words decide. A short sound
@@ -132,6 +132,8 @@ class BargeInParams:
     # A short sound this many semitones above the caller's typical pitch
     # (off the agent's phrase boundaries) keeps its hold for the words.
     raised_pitch_st: float = 2.0
+    # Speech again after a held sound holds again once it is this long.
+    restart_after_s: float = 0.2
     # Speculative holds on one segment; after these, its words decide.
     max_holds: int = 2
     # Held speculatively, the caller went quiet this long: resume (a dip
@@ -403,10 +405,10 @@ class BargeInController:
                 return self._pause(f"speech past {p.confirm_after_s:.2f} s")
             return Action.KEEP
         if seg.restart is not None:
-            # The second part holds again once it is ``pause_after_s`` long
-            # (a doubled acknowledgement's second word is shorter than the
-            # hold that follows).
-            if seg.last_speech - seg.restart >= p.pause_after_s - 1e-9:
+            # The second part holds again once it is ``restart_after_s``
+            # long (a doubled acknowledgement's second word is shorter than
+            # that and the hold that follows).
+            if seg.last_speech - seg.restart >= p.restart_after_s - 1e-9:
                 seg.restart = None
                 return self._pause("speech going on after a held sound", speculative=True)
             return Action.KEEP
