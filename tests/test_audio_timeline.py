@@ -117,6 +117,24 @@ def test_set_source_rate_reaches_detectors_attached_later() -> None:
     assert det.scorer.audio_factor == 1.0
 
 
+async def test_a_line_rate_holds_over_the_rate_frames_arrive_at() -> None:
+    """A phone call the framework already resampled (Twilio's 8 kHz line
+    reaching Pipecat as 16 kHz frames): the host says the line rate and the
+    detector keeps weighing the audio as telephone band."""
+    clock = AudioClock()
+    tl = AudioTimeline(clock)
+    det = create_detector("fused", clock)
+    tl.attach(det)
+    tl.set_line_rate(8000)
+    audio = read_wav(REC / CALL / "caller.wav", SAMPLE_RATE)[: SAMPLE_RATE]
+    frames = await _push_all(tl, audio, SAMPLE_RATE, 0.02)
+    assert frames and tl.source_rate == 8000
+    assert det.scorer.audio_factor < 1.0
+    tl.set_line_rate(None)  # back to the frames' own rate
+    await _push_all(tl, audio[:3200], SAMPLE_RATE, 0.02)
+    assert tl.source_rate == SAMPLE_RATE and det.scorer.audio_factor == 1.0
+
+
 @pytest.mark.parametrize("call", ECHO_CALLS)
 def test_echo_idle_skip_gives_the_same_verdicts(call: str) -> None:
     """The echo filter skips its spectral work on frames with nothing

@@ -153,6 +153,9 @@ class AudioTimeline:
         self._buf = np.zeros(0, dtype=np.float32)
         self.samples = 0  # 16 kHz caller samples framed: the audio clock
         self.source_rate: int | None = None
+        # The caller's line rate when the host knows it better than the
+        # frames do (a telephone line the framework already resampled).
+        self.line_rate: int | None = None
         self._listeners: list[object] = []  # detectors told the source rate
         self.last_echo: EchoStep | None = None
         self.echo_frames = 0  # frames the echo filter judged the agent's echo alone
@@ -173,6 +176,17 @@ class AudioTimeline:
         self.source_rate = rate
         for d in self._listeners:
             d.set_source_rate(rate)  # type: ignore[attr-defined]
+
+    def set_line_rate(self, rate: int | None) -> None:
+        """The caller's line rate as the host knows it: a phone call that
+        reached the host at 8 kHz and was resampled to 16 kHz before turnkit
+        sees it (Pipecat's Twilio/Telnyx serializers, a LiveKit SIP
+        participant). It holds over the rate frames arrive at, so the
+        detectors still weigh the audio as narrowband; ``None`` goes back to
+        the frames' rate."""
+        self.line_rate = rate
+        if rate is not None:
+            self.set_source_rate(rate)
 
     def reset(self) -> None:
         """A new call on the same objects: VAD, echo filter and framing
@@ -220,7 +234,8 @@ class AudioTimeline:
     ) -> list[AudioInFrame]:
         """Caller audio as it arrives (any rate, any chunk size): the 32 ms
         frames it completes, each judged after the clock reached its end."""
-        self.set_source_rate(rate)
+        if self.line_rate is None:
+            self.set_source_rate(rate)
         self._buf = np.concatenate([self._buf, self._to16k(as_float(audio, channels), rate)])
         out: list[AudioInFrame] = []
         n = FRAME_SAMPLES

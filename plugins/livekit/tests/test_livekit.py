@@ -131,6 +131,29 @@ async def test_stream_is_livekit_stream_protocol() -> None:
         await stream.aclose()
 
 
+async def test_a_sip_line_rate_holds_over_the_frames_rate() -> None:
+    """A SIP call reaches the agent as 16 kHz frames of an 8 kHz line: with
+    ``line_rate=8000`` the stream's detector weighs the audio as telephone
+    band once frames arrive."""
+    import numpy as np
+    from livekit import rtc
+
+    stream = TurnkitStreamingDetector("fused", line_rate=8000).stream()
+    try:
+        pcm = np.zeros(320, np.int16).tobytes()
+        for _ in range(10):
+            stream.push_audio(rtc.AudioFrame(pcm, 16000, 1, 320))
+        for _ in range(6000):  # the stream's task takes them: wait for it (60 s cap)
+            if stream.frames:
+                break
+            await asyncio.sleep(0.01)
+        assert stream.frames
+        assert stream.timeline.source_rate == 8000
+        assert stream.detector.scorer.audio_factor < 1.0
+    finally:
+        await stream.aclose()
+
+
 def test_bad_specs_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="not a text detector"):
         TurnkitTextDetector("smart-turn")

@@ -222,7 +222,9 @@ class TurnkitStreamingDetector:
     one; see :class:`TurnkitDetectorStream`).
     ``on_signal`` is called with every turn signal the detector emits
     (``TurnEagerFrame`` / ``TurnEndFrame`` / ``TurnResumedFrame``): hosts
-    use it for drafting and metrics.
+    use it for drafting and metrics. ``line_rate``: the caller's line rate
+    when LiveKit resampled it (8000 for a SIP phone call), so ``fused``
+    weighs the audio as telephone band although frames arrive at 16/48 kHz.
 
     Example::
 
@@ -236,9 +238,13 @@ class TurnkitStreamingDetector:
         prediction_timeout_s: float = 3.0,
         unlikely_threshold: float = 0.5,
         on_signal: Callable[[SystemFrame], None] | None = None,
+        line_rate: int | None = None,
     ) -> None:
         create_detector(spec, VirtualClock())  # validate now, not on the first call
         self.spec = spec
+        # The caller's line rate when LiveKit already resampled it (a SIP
+        # phone call at 8 kHz reaches the agent as 16/48 kHz frames).
+        self.line_rate = line_rate
         self.prediction_timeout_s = prediction_timeout_s
         self.threshold = unlikely_threshold
         self.on_signal = on_signal
@@ -332,6 +338,8 @@ class TurnkitDetectorStream:
 
     def _use(self, timeline: AudioTimeline) -> None:
         self._timeline = timeline
+        if self._owner.line_rate is not None:
+            timeline.set_line_rate(self._owner.line_rate)
         timeline.attach(self.detector)  # the caller's own rate
 
     def _frames_of(self, item: rtc.AudioFrame) -> list[AudioInFrame] | None:

@@ -72,6 +72,22 @@ async def test_run_test_turns_from_corpus_audio_match_turnkit_replay() -> None:
         assert t.end < d.at < t.end + 1.5
 
 
+async def test_a_phone_line_resampled_by_the_transport_is_weighed_as_narrowband() -> None:
+    """Twilio's serializer hands Pipecat 16 kHz frames of an 8 kHz line:
+    with ``line_rate=8000`` fused keeps weighing the audio as telephone
+    band (without it, the frames' 16 kHz is all it knows)."""
+    rec = load_recording(CORPUS / "easy-order-status-01")
+    frames = [f for f in recording_frames(rec) if isinstance(f, InputAudioRawFrame)][:50]
+    told = TurnkitTurnEngine("fused", line_rate=8000)
+    plain = TurnkitTurnEngine("fused")
+    for engine in (told, plain):
+        for f in frames:
+            await engine.feed(f)
+    assert frames[0].sample_rate == 16000
+    assert told.timeline.source_rate == 8000 and told.detector.scorer.audio_factor < 1.0
+    assert plain.timeline.source_rate == 16000 and plain.detector.scorer.audio_factor == 1.0
+
+
 async def test_metrics_observer_end_of_turn_delay_from_the_audio_clock() -> None:
     """With the engine, each turn's end-of-turn delay is the silence
     detector's wait after the VAD's speech end, as turnkit replay scores it."""

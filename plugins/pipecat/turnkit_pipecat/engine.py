@@ -100,6 +100,11 @@ class TurnkitTurnEngine:
     :meth:`push_reference` (live, from :class:`~turnkit_pipecat.echo.
     EchoReferenceTap` after the output transport) or ``set_reference`` with a
     whole track (replay).
+
+    ``line_rate``: the caller's line rate when the transport resampled it
+    before Pipecat's pipeline (8000 for a phone call through Twilio's or
+    Telnyx's serializer): detectors then weigh the audio as telephone band
+    although frames arrive at 16 kHz.
     """
 
     def __init__(
@@ -110,6 +115,7 @@ class TurnkitTurnEngine:
         vad: VADAnalyzer | None = None,
         vad_params: VADParams | None = None,
         echo: EchoFilter | None = None,
+        line_rate: int | None = None,
     ) -> None:
         self.clock = clock if clock is not None else VirtualClock()
         if isinstance(detector, str):
@@ -118,6 +124,7 @@ class TurnkitTurnEngine:
         # The session's one timeline: framing, 16 kHz, echo filter, VAD, clock.
         self.timeline = AudioTimeline(self.clock, echo=echo, vad=vad, vad_params=vad_params)
         self.timeline.attach(detector)
+        self.timeline.set_line_rate(line_rate)
         self.frame_samples = self.timeline.vad.frame_samples
         self.bot_speaking = False
         self.agent_text = ""  # the bot's last reply (context for detectors, barge-in)
