@@ -43,6 +43,7 @@ import time  # noqa: E402
 import zipfile  # noqa: E402
 import zlib  # noqa: E402
 from collections import defaultdict  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -126,43 +127,53 @@ def _punctuated(message: str) -> bool:
     return bool(re.search(r"[.!?,]", message)) and message.strip()[:1].isupper()
 
 
-def chitchat_examples(rng: random.Random) -> list[Example]:
+def chitchat_turns() -> Iterator[tuple[str, str, list[str]]]:
+    """Every turn of ``chitchat-dataset``, in a fixed order: (conversation id,
+    the other speaker's last message, this turn's non-empty messages).
+
+    The one loader of the corpus: v1 and v2 (``train_semantic_text_v2.py``)
+    both read it through here."""
     import chitchat_dataset as ccc
 
     data = ccc.Dataset()
-    out: list[Example] = []
     for cid in sorted(data):
         prev = ""
         for turn in data[cid]["messages"]:
             msgs = [m["text"] for m in turn if m["text"].strip()]
             if not msgs:
                 continue
-            toks: list[str] = []
-            cuts: list[int] = []  # token counts of clear-hold prefixes
-            breaks: list[int] = []
-            for mi, m in enumerate(msgs):
-                mt = m.split()
-                for i, tok in enumerate(mt[:-1]):
-                    if _punctuated(m) and _cut_ok(tok, mt[i + 1], typed=True):
-                        cuts.append(len(toks) + i + 1)
-                toks += mt
-                if mi < len(msgs) - 1 and mt and not _SENT_END.search(mt[-1]):
-                    breaks.append(len(toks))
-            full = normalize_text(" ".join(toks))
-            if full:
-                out.append(Example(full, prev, 1, 1.0, cid, "chitchat"))
-                if rng.random() < 0.12:
-                    tr = rng.choice(_TRAILERS)
-                    out.append(Example(f"{full} {tr}", prev, 0, 0.7, cid, "chitchat+tail"))
-                for c in sorted(rng.sample(cuts, min(2, len(cuts)))):
-                    t = normalize_text(" ".join(toks[:c]))
-                    if t:
-                        out.append(Example(t, prev, 0, 1.0, cid, "chitchat"))
-                for c in breaks:
-                    t = normalize_text(" ".join(toks[:c]))
-                    if t:
-                        out.append(Example(t, prev, 0, 0.2, cid, "chitchat-break"))
+            yield cid, prev, msgs
             prev = msgs[-1]
+
+
+def chitchat_examples(rng: random.Random) -> list[Example]:
+    out: list[Example] = []
+    for cid, prev, msgs in chitchat_turns():
+        toks: list[str] = []
+        cuts: list[int] = []  # token counts of clear-hold prefixes
+        breaks: list[int] = []
+        for mi, m in enumerate(msgs):
+            mt = m.split()
+            for i, tok in enumerate(mt[:-1]):
+                if _punctuated(m) and _cut_ok(tok, mt[i + 1], typed=True):
+                    cuts.append(len(toks) + i + 1)
+            toks += mt
+            if mi < len(msgs) - 1 and mt and not _SENT_END.search(mt[-1]):
+                breaks.append(len(toks))
+        full = normalize_text(" ".join(toks))
+        if full:
+            out.append(Example(full, prev, 1, 1.0, cid, "chitchat"))
+            if rng.random() < 0.12:
+                tr = rng.choice(_TRAILERS)
+                out.append(Example(f"{full} {tr}", prev, 0, 0.7, cid, "chitchat+tail"))
+            for c in sorted(rng.sample(cuts, min(2, len(cuts)))):
+                t = normalize_text(" ".join(toks[:c]))
+                if t:
+                    out.append(Example(t, prev, 0, 1.0, cid, "chitchat"))
+            for c in breaks:
+                t = normalize_text(" ".join(toks[:c]))
+                if t:
+                    out.append(Example(t, prev, 0, 0.2, cid, "chitchat-break"))
     return out
 
 
