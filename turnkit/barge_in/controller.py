@@ -607,7 +607,13 @@ class BargeInController:
             self.acknowledgements.append((self.clock.now(), text))
             self.ack_count += 1
         if self._paused:
-            if seg.duration < self.params.max_backchannel_s or not seg.speaking:
+            if (
+                seg.duration < self.params.max_backchannel_s
+                or not seg.speaking
+                or seg.quiet_since is not None
+            ):
+                # Short, or over (the VAD may hang on residual echo after
+                # the voice fell quiet): the acknowledgement releases it.
                 return self._resume(f"acknowledgement: {text!r}")
             return Action.KEEP
         self.reason = f"acknowledgement: {text!r}"
@@ -640,7 +646,8 @@ class BargeInController:
                 self._hold_until = None
                 self.reason = "speech past a backchannel's length: the pause stands"
             return Action.KEEP
-        if seg.duration >= p.confirm_after_s - 1e-9:
+        if seg.duration >= p.confirm_after_s - 1e-9 and seg.quiet_since is None:
+            # Long and still voiced now (not residual echo the VAD hangs on).
             self._floor = True
             return self._act(Action.CONFIRM, f"speech past {p.confirm_after_s:.2f} s")
         if not seg.speaking and now - seg.last_speech >= p.word_wait_s - 1e-9:
