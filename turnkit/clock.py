@@ -86,6 +86,11 @@ class VirtualClock:
         heapq.heappush(self._sleepers, (self._now + seconds, next(self._seq), fut))
         await fut
 
+    async def _held(self) -> None:
+        """Awaited before each wake and before time reaches its target: a
+        subclass may hold the clock there (the replay's ``HeldClock`` waits
+        for a live engine's next token)."""
+
     def next_deadline(self) -> float | None:
         while self._sleepers and self._sleepers[0][2].done():
             heapq.heappop(self._sleepers)  # cancelled sleepers
@@ -96,6 +101,7 @@ class VirtualClock:
         if t < self._now:
             raise ValueError(f"VirtualClock cannot go back: {t} < {self._now}")
         while True:
+            await self._held()
             deadline = self.next_deadline()
             if deadline is None or deadline > t:
                 break

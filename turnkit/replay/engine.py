@@ -56,7 +56,6 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import heapq
 import json
 import math
 import re
@@ -389,20 +388,6 @@ class HeldClock(VirtualClock):
     async def _held(self) -> None:
         for hold in self.holds:
             await hold()
-
-    async def advance_to(self, t: float) -> None:
-        if t < self._now:
-            raise ValueError(f"VirtualClock cannot go back: {t} < {self._now}")
-        while True:
-            await self._held()
-            deadline = self.next_deadline()
-            if deadline is None or deadline > t:
-                break
-            self._now = max(self._now, deadline)
-            _, _, fut = heapq.heappop(self._sleepers)
-            fut.set_result(None)
-            await settle()
-        self._now = t
 
 
 # -- tools ------------------------------------------------------------------
