@@ -358,12 +358,14 @@ def test_a_streaming_prefix_of_an_acknowledgement_waits_for_the_next_word() -> N
     agent = "Okay, Wednesday afternoon. Same address as before?"
     t0, t1 = bc.start - 1.3, bc.end + 1.0
     said = [(bc.end + 0.15, "i"), (bc.end + 0.3, "i see")]
-    run = _drive(BargeInController(VirtualClock()), rec, t0, t1, agent_text=agent, agent_at=t0,
-                 said=said)
+    run = _drive(
+        BargeInController(VirtualClock()), rec, t0, t1, agent_text=agent, agent_at=t0, said=said
+    )
     assert Action.STOP not in run.kinds() and Action.CONFIRM not in run.kinds(), run.actions
     bid = [(bc.end + 0.15, "i"), (bc.end + 0.3, "i think")]
-    run2 = _drive(BargeInController(VirtualClock()), rec, t0, t1, agent_text=agent, agent_at=t0,
-                  said=bid)
+    run2 = _drive(
+        BargeInController(VirtualClock()), rec, t0, t1, agent_text=agent, agent_at=t0, said=bid
+    )
     end = run2.first(Action.STOP, Action.CONFIRM)
     assert end is not None and "i think" in end[2]
     assert end[0] >= bc.end + 0.3 - 1e-6
@@ -401,3 +403,31 @@ def test_a_short_first_word_said_high_keeps_its_hold_for_the_words(
     off = _replay_with(rec, BargeInParams(raised_pitch_st=99.0), monkeypatch)
     turn_off = off.turns[1]  # type: ignore[attr-defined]
     assert not turn_off.barge_in_stopped or turn_off.stop_latency_ms >= recognised_ms - 1
+
+
+def test_a_turn_end_while_paused_confirms_the_stop() -> None:
+    """The detector committed a caller turn while the agent's audio is held
+    for a bid whose words have not come (a late recogniser): the commit is
+    the evidence, the pause becomes a stop (else the host, seeing the agent
+    still "talking", ignores the end and the caller gets no answer). Without
+    a pause a commit changes nothing."""
+    rec = _rec()
+    agent = "Sure. Your next order is scheduled for Tuesday morning, and the driver will call."
+    probe = _drive(
+        BargeInController(VirtualClock()),
+        rec,
+        8.0,
+        11.0,
+        agent_text=agent,
+        agent_at=8.0,
+        words=False,
+    )
+    pause = probe.first(Action.PAUSE)
+    assert pause is not None, probe.actions
+    ctl = BargeInController(VirtualClock())
+    _drive(ctl, rec, 8.0, pause[0] + 0.04, agent_text=agent, agent_at=8.0, words=False)
+    assert ctl.paused
+    assert ctl.on_turn_end() is Action.CONFIRM
+    idle = BargeInController(VirtualClock())
+    idle.on_agent_started(agent, 0.0)
+    assert idle.on_turn_end() is Action.KEEP

@@ -214,3 +214,33 @@ async def test_replay_is_deterministic_with_sampled_latency(
     assert a["per_turn"] == c["per_turn"]
     d = await run(folder, "silence", llm_ttft_ms="p50=300,p95=900", seed=8)
     assert [t["response_ms"] for t in d["per_turn"]] != [t["response_ms"] for t in a["per_turn"]]
+
+
+async def test_a_bid_whose_words_come_after_its_end_is_answered(tmp_path: Path) -> None:
+    """Regression (issue 12, "never strand the caller"): on the telephone
+    copy of address-to-06 with the recogniser 300 ms late, fused cuts in at
+    the hold in "Portland, ... Oregon."; the caller's "Oregon" holds the
+    agent's reply, and its turn ends before its word is recognised. The
+    agent was still (paused) "talking" at that end, so the end was ignored;
+    when the late word then stopped the agent nobody answered the caller.
+    The commit now confirms a held stop, and an end ignored while the agent
+    talked is answered once the agent stops for it."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    src = tmp_path / "src" / "address-to-06"
+    src.mkdir(parents=True)
+    for name in ("call.json", "caller.wav", "agent.wav"):
+        (src / name).write_bytes((repo / "recordings" / "address-to-06" / name).read_bytes())
+    dst = tmp_path / "nb"
+    proc = subprocess.run(
+        [sys.executable, str(repo / "scripts" / "narrowband.py"), str(tmp_path / "src"), str(dst)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rec = load_recording(dst / "address-to-06")
+    score = await replay_call(rec, "fused", ReplayConfig(compute="fixed", stt_delay_ms=300))
+    assert not [t.turn for t in score.turns if t.missed]

@@ -445,3 +445,26 @@ async def test_fake_stats_lists_are_bounded() -> None:
     await _talk(r, out, 3)
     await client.aclose()
     assert len(r.stats.ttft_ms) == STATS_KEEP and r.stats.turns == 3
+
+
+async def test_an_end_ignored_while_talking_is_owed_once_the_agent_stops(engine: str) -> None:
+    """A turn end that came while the agent talked is ignored (it looked like
+    a backchannel); if the agent then stops for that speech (its words came
+    late and were a bid) with no caller speech since, the turn is owed an
+    answer — asked once. Caller speech in between voids it, and nothing is
+    owed while the agent still talks."""
+    r = responder(engine, Out())
+    r.on_agent_audio(True)
+    assert await r.on_end("portland oregon") is None
+    assert r.stats.ignored_ends == 1
+    assert r.owed_end() is None  # still talking: nothing owed yet
+    r.on_interrupted()
+    assert r.owed_end() == "portland oregon"
+    assert r.owed_end() is None  # asked once
+    r.on_agent_audio(True)
+    assert await r.on_end("uh-huh") is None
+    r.on_speech()  # the caller went on: that end is void
+    r.on_interrupted()
+    assert r.owed_end() is None
+    await r.aclose()
+    await r.client.aclose()

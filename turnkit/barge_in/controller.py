@@ -319,6 +319,18 @@ class BargeInController:
         self._hold_until = None
 
     # -- caller side ------------------------------------------------------------
+    def on_turn_end(self) -> Action:
+        """The end-of-turn detector committed a caller turn. While the
+        agent's audio is paused for a bid whose words have not come (a
+        recogniser running late), that commit is the evidence: the caller
+        spoke a whole turn, so the pause is confirmed as a stop — otherwise
+        the agent would be "talking" (paused) when the turn ends, the host
+        would ignore the end, and the caller would get no answer."""
+        if self._paused:
+            self._floor = True
+            return self._act(Action.CONFIRM, "the caller's turn ended while the agent was paused")
+        return Action.KEEP
+
     def on_turn_resumed(self) -> Action:
         """The end-of-turn detector says the caller went on."""
         if self._pending:

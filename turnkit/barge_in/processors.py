@@ -61,6 +61,7 @@ from turnkit.frames import (
     PlaybackMarkFrame,
     StartFrame,
     TranscriptFrame,
+    TurnEndFrame,
     TurnResumedFrame,
 )
 from turnkit.pipeline import FrameDirection, FrameProcessor
@@ -197,6 +198,8 @@ class BargeInProcessor(FrameProcessor):
             await self.execute(self.controller.on_transcript(frame.text))
         elif isinstance(frame, TurnResumedFrame):
             await self.execute(self.controller.on_turn_resumed())
+        elif isinstance(frame, TurnEndFrame):
+            await self.execute(self.controller.on_turn_end())
 
     async def execute(self, action: Action) -> None:
         """Carry out one controller action."""

@@ -283,6 +283,7 @@ class Responder:
         self._live: _Request | None = None  # the released reply
         self._tasks: set[asyncio.Task[None]] = set()
         self.agent_speaking = False
+        self._owed: str | None = None  # a turn end ignored while the agent talked
 
     # -- evidence --------------------------------------------------------------
 
@@ -311,6 +312,7 @@ class Responder:
 
     def on_speech(self) -> None:
         """The caller speaks (again): a draft is void."""
+        self._owed = None
         if self.drafter is not None:
             self.drafter.on_speech()
             self._reap()
@@ -327,6 +329,9 @@ class Responder:
         the agent is still talking (the speech was not a turn)."""
         if self.agent_speaking:
             self.stats.ignored_ends += 1
+            # Owed an answer if the agent stops for this speech before the
+            # caller speaks again (see owed_end).
+            self._owed = text
             if self.drafter is not None:
                 self.drafter.on_ignored()
                 self._reap()
@@ -365,6 +370,19 @@ class Responder:
             self._start(req)
         self._release(req)
         return req.reply_id
+
+    def owed_end(self) -> str | None:
+        """The words of a caller turn whose end came while the agent was
+        still talking (ignored then: it looked like a backchannel) and for
+        which the agent has since stopped — a bid whose words arrived after
+        its end (a late recogniser). No caller speech since: the host should
+        answer it now with :meth:`on_end`; otherwise the caller, who has
+        finished, would get no reply at all. Asked once: the answer is
+        cleared."""
+        if self.agent_speaking:
+            return None
+        owed, self._owed = self._owed, None
+        return owed
 
     def on_interrupted(self) -> None:
         """Barge-in: the live reply stops here (and the history keeps what

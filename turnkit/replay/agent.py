@@ -146,6 +146,7 @@ class SimulatedAgent(FrameProcessor):
         r = self._r()
         if isinstance(frame, TurnEndFrame):
             self.decisions.append(frame)
+            await self._barge_in(frame)  # a paused reply: the commit confirms the stop
             await self._decide(frame)
         elif isinstance(frame, TurnEagerFrame):
             await self._eager(frame)
@@ -177,6 +178,8 @@ class SimulatedAgent(FrameProcessor):
             act = ctl.on_transcript(frame.text)
         elif isinstance(frame, TurnResumedFrame):
             act = ctl.on_turn_resumed()
+        elif isinstance(frame, TurnEndFrame):
+            act = ctl.on_turn_end()
         elif isinstance(frame, AudioInFrame) and frame.vad is not None:
             act = ctl.on_frame(frame.vad, frame.audio)
         else:
@@ -189,6 +192,7 @@ class SimulatedAgent(FrameProcessor):
             return
         elif act is Action.STOP:
             await self._stop(reply, "interrupted")
+            await self._answer_owed()
         elif act is Action.PAUSE and reply.planned_end is not None:
             reply.pauses.append([now, None])
             self.cursor.on_stopped(reply.id, "paused")
@@ -207,6 +211,23 @@ class SimulatedAgent(FrameProcessor):
             paused_at = reply.pauses.pop()[0] if open_pause else now
             await self._stop(reply, "interrupted")
             reply.stopped_at = paused_at  # its audio stopped when it paused
+            await self._answer_owed()
+
+    async def _answer_owed(self) -> None:
+        """The agent stopped for a bid whose turn had already ended (its
+        end was ignored while the agent talked): answer that turn now."""
+        text = self._r().owed_end()
+        if text is None:
+            return
+        now = self.clock.now()
+        await self._decide(
+            TurnEndFrame(
+                at=now,
+                detector=self.decisions[-1].detector if self.decisions else "",
+                probability=None,
+                reason="the turn that ended while the agent talked, answered once it stopped",
+            )
+        )
 
     async def _finish_play(self, reply: Reply) -> None:
         """Play a resumed reply to its (moved) end."""

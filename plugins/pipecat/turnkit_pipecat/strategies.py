@@ -113,6 +113,11 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
             ctl.on_agent_started(self.engine.bot_words or self.engine.agent_text, self.engine.now)
         elif isinstance(frame, BotStoppedSpeakingFrame):
             ctl.on_agent_stopped(self.engine.now)
+        # A commit while a held bid waits for its words confirms it (Pipecat
+        # cannot hold the bot's audio: the bot talked on, and stops now).
+        ended = any(isinstance(s, TurnEndFrame) for s in step.signals)
+        if ended and await self._execute(ctl.on_turn_end()):
+            return ProcessFrameResult.CONTINUE
         # Words decide a barge-in too ("wait" is a bid, "uh-huh" is not).
         words = step.transcript
         if words is not None and await self._execute(ctl.on_transcript(words.text)):
