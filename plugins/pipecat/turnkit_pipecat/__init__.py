@@ -14,10 +14,12 @@ from turnkit_pipecat.recorder import TurnkitRecorder
 from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUserTurnStopStrategy
 from turnkit_pipecat.tools import GatedFunctions
 from turnkit_pipecat.truncation import HeardTruncation
+from turnkit_pipecat.tts import EspeakTTSService
 
 __all__ = [
     "EchoReferenceTap",
     "EngineStep",
+    "EspeakTTSService",
     "FillerProcessor",
     "GatedFunctions",
     "HeardTruncation",
