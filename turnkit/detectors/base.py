@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
+from pydantic_core import PydanticCustomError
 
 from turnkit.audio.vad import VADStep
 from turnkit.clock import Clock
@@ -31,8 +32,9 @@ from turnkit.frames import (
     TurnEndFrame,
     TurnResumedFrame,
 )
+from turnkit.net import TargetRefused, check_target
 
-__all__ = ["DetectorParams", "EndOfTurnDetector", "TurnSignal"]
+__all__ = ["DetectorParams", "EndOfTurnDetector", "TurnSignal", "check_spec_target"]
 
 TurnSignal = TurnEndFrame | TurnEagerFrame | TurnResumedFrame
 
@@ -41,6 +43,18 @@ class DetectorParams(BaseModel):
     """Base for a detector's parameters (parsed from its spec string)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def check_spec_target(base_url: str, allow_remote: bool) -> None:
+    """Where a detector connects follows the same policy as every command
+    (:func:`turnkit.net.check_target`); refused, it is a spec error that
+    names the spec's own option."""
+    try:
+        check_target(base_url, allow_remote, what="base_url")
+    except TargetRefused as exc:
+        raise PydanticCustomError(
+            "target", str(exc).replace("pass --allow-remote", "set allow_remote=true")
+        ) from None
 
 
 class EndOfTurnDetector:

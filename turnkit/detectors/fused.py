@@ -58,9 +58,8 @@ import time
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
-from pydantic_core import PydanticCustomError
 
-from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
+from turnkit.detectors.base import DetectorParams, EndOfTurnDetector, check_spec_target
 from turnkit.detectors.endpointing import (
     CEILING_MS,
     DIGIT_RUN_MS,
@@ -73,7 +72,6 @@ from turnkit.detectors.llm_eou import FIXED_COST_MS as LLM_COST_MS
 from turnkit.detectors.registry import register
 from turnkit.detectors.semantic_text import FIXED_COST_MS as TEXT_COST_MS
 from turnkit.detectors.smart_turn import FIXED_COST_MS as SMART_TURN_COST_MS
-from turnkit.net import TargetRefused, check_target
 
 __all__ = [
     "CEILING_MS",
@@ -224,12 +222,7 @@ class FusedParams(DetectorParams):
     @model_validator(mode="after")
     def _target(self) -> FusedParams:
         if self.llm == "on":
-            try:
-                check_target(self.base_url, self.allow_remote, what="base_url")
-            except TargetRefused as exc:
-                raise PydanticCustomError(
-                    "target", str(exc).replace("pass --allow-remote", "set allow_remote=true")
-                ) from None
+            check_spec_target(self.base_url, self.allow_remote)
         return self
 
 

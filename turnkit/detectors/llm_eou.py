@@ -25,7 +25,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from turnkit.clock import Clock
-from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
+from turnkit.detectors.base import DetectorParams, EndOfTurnDetector, check_spec_target
 from turnkit.detectors.endpointing import DIGIT_RUN_MS, Evidence, Score, WaitPolicy
 from turnkit.detectors.registry import register
 from turnkit.llm.eou import (
@@ -37,7 +37,6 @@ from turnkit.llm.eou import (
     resolve_template,
 )
 from turnkit.llm.logprobs import EngineError
-from turnkit.net import TargetRefused, check_target
 
 __all__ = ["LLMEouDetector", "LLMEouParams"]
 
@@ -120,13 +119,7 @@ class LLMEouParams(DetectorParams):
     def _consistent(self) -> LLMEouParams:
         if self.min_wait_ms > self.max_wait_ms:
             raise ValueError("min_wait_ms must not exceed max_wait_ms")
-        # Where a detector connects follows the same policy as every command.
-        try:
-            check_target(self.base_url, self.allow_remote, what="base_url")
-        except TargetRefused as exc:
-            raise PydanticCustomError(
-                "target", str(exc).replace("pass --allow-remote", "set allow_remote=true")
-            ) from None
+        check_spec_target(self.base_url, self.allow_remote)
         return self
 
 
