@@ -396,6 +396,12 @@ class Responder:
             return
         self.stats.interrupted += 1
         self._finish_history(req, interrupted=True)
+        self._abort(req)
+
+    def _abort(self, req: _Request) -> None:
+        """Stop a reply the caller cut off: its turn's gated tools are
+        interrupted (a running write finishes), its filler is dropped and
+        its stream closed."""
         if self.gate is not None and isinstance(req.ctx, DraftContext | Turn):
             turn = req.ctx.turn if isinstance(req.ctx, DraftContext) else req.ctx
             if turn is not None:
@@ -413,13 +419,7 @@ class Responder:
             return
         self.stats.cancelled_pending += 1
         if not req.done:
-            if self.gate is not None and isinstance(req.ctx, DraftContext | Turn):
-                turn = req.ctx.turn if isinstance(req.ctx, DraftContext) else req.ctx
-                if turn is not None:
-                    self.gate.interrupt(turn)
-            if self.fillers is not None:
-                self.fillers.interrupt()
-            self._cancel(req)
+            self._abort(req)
         if self._turn_start is not None and req.turn_id == self._turn_id:
             del self.history[self._turn_start :]
             self._turn_start = None
