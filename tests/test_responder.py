@@ -26,8 +26,10 @@ from turnkit.drafting import DraftParams, EagerDrafter, ToolGate, tool
 from turnkit.drafting.responder import Responder, ResponderParams, ResponderProcessor
 from turnkit.fillers import FillerBank, FillerScheduler
 from turnkit.frames import (
+    AgentAudioStartedFrame,
     AudioOutFrame,
     EndFrame,
+    InterruptionFrame,
     LLMTextFrame,
     TranscriptFrame,
     TurnEagerFrame,
@@ -167,6 +169,39 @@ async def test_responder_processor_in_a_pipeline(engine: str) -> None:
     assert texts[-1].final and sum(f.final for f in texts) == 1
     assert proc.responder.stats.requests == 1 and proc.responder.stats.drafts_used == 1
     assert proc.responder.pending_tasks == 0
+
+
+async def test_responder_processor_answers_a_turn_that_ended_while_the_agent_talked(
+    engine: str,
+) -> None:
+    """In the pipeline host: a turn end while the agent talks is ignored; the
+    barge-in that then stops the agent (the words came late) gets that turn
+    answered, without a second end from the detector."""
+    clock = RealClock()
+    client = ChatClient(engine, first_token_timeout_s=30)
+    proc = ResponderProcessor(
+        lambda emit: Responder(
+            client, clock, emit=emit, params=ResponderParams(max_tokens=16, temperature=0.0)
+        )
+    )
+    sink = CollectSink()
+    pipe = Pipeline([proc, sink])
+    await pipe.start()
+    try:
+        await pipe.queue_frame(AgentAudioStartedFrame())
+        await pipe.queue_frame(TurnEndFrame())
+        await pipe.queue_frame(TranscriptFrame(text=ASK, is_final=True))
+        await pipe.wait_idle()
+        assert proc.responder.stats.ignored_ends == 1 and proc.responder.stats.requests == 0
+        await pipe.queue_frame(InterruptionFrame())
+        await until(lambda: any(isinstance(f, LLMTextFrame) and f.final for f in sink.frames))
+        await pipe.queue_frame(EndFrame())
+        await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+        await client.aclose()
+    assert proc.responder.stats.requests == 1
+    assert proc.responder.history[-2] == {"role": "user", "content": ASK}
 
 
 # --------------------------------------------------------------------------

@@ -376,9 +376,10 @@ class Responder:
         still talking (ignored then: it looked like a backchannel) and for
         which the agent has since stopped — a bid whose words arrived after
         its end (a late recogniser). No caller speech since: the host should
-        answer it now with :meth:`on_end`; otherwise the caller, who has
-        finished, would get no reply at all. Asked once: the answer is
-        cleared."""
+        answer it now with :meth:`on_end` (the replay's agent,
+        :class:`ResponderProcessor` and the Deepgram host do); otherwise the
+        caller, who has finished, would get no reply at all. Asked once: the
+        answer is cleared."""
         if self.agent_speaking:
             return None
         owed, self._owed = self._owed, None
@@ -717,6 +718,8 @@ class ResponderProcessor(FrameProcessor):
             r.on_agent_audio(False)
         elif isinstance(frame, InterruptionFrame):
             r.on_interrupted()
+            if r.owed_end() is not None:
+                await r.on_end(self.transcript)  # the turn that ended while the agent talked
         elif isinstance(frame, EndFrame | CancelFrame):
             await r.aclose()
         await self.push_frame(frame, direction)

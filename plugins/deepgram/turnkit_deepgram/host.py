@@ -17,7 +17,8 @@ host decides nothing; it maps frames to the Responder's evidence:
   or a fresh request starts;
 * ``AgentAudioStartedFrame`` / ``AgentAudioStoppedFrame`` → ``on_agent_audio``
   (from your output: while the agent talks, an end is not a turn);
-* ``InterruptionFrame`` → ``on_interrupted`` (a barge-in).
+* ``InterruptionFrame`` → ``on_interrupted`` (a barge-in), then ``on_end`` if a
+  turn that ended while the agent talked is owed an answer (``owed_end``).
 
 The reply's text goes to ``emit`` (:class:`~turnkit.frames.LLMTextFrame`,
 for your TTS). The engine is any OpenAI-compatible
@@ -137,29 +138,37 @@ class DraftingHost:
             if await r.on_eager(self.text) is not None and self.drafter.current is not None:
                 self.drafts.append(self.drafter.current)
         elif isinstance(frame, TurnEndFrame):
-            draft = self.drafter.current
-            used = r.stats.drafts_used
-            reply_id = await r.on_end(self.text)
-            if reply_id is None:
-                log.debug("turn end at %.3f ignored: the agent is talking", frame.at)
-                return
-            drafted = r.stats.drafts_used > used
-            self.turns.append(
-                HostTurn(
-                    r.stats.turns,
-                    self.text,
-                    frame.at,
-                    drafted,
-                    draft.started_at if drafted and draft is not None else None,
-                    reply_id,
-                )
-            )
+            await self._end(frame.at)
         elif isinstance(frame, AgentAudioStartedFrame):
             r.on_agent_audio(True)
         elif isinstance(frame, AgentAudioStoppedFrame):
             r.on_agent_audio(False)
         elif isinstance(frame, InterruptionFrame):
             r.on_interrupted()
+            if r.owed_end() is not None:
+                await self._end(frame.at)  # the turn that ended while the agent talked
+
+    async def _end(self, at: float) -> None:
+        """A confirmed end at ``at``: the Responder answers it (or ignores it
+        while the agent talks)."""
+        r = self.responder
+        draft = self.drafter.current
+        used = r.stats.drafts_used
+        reply_id = await r.on_end(self.text)
+        if reply_id is None:
+            log.debug("turn end at %.3f ignored: the agent is talking", at)
+            return
+        drafted = r.stats.drafts_used > used
+        self.turns.append(
+            HostTurn(
+                r.stats.turns,
+                self.text,
+                at,
+                drafted,
+                draft.started_at if drafted and draft is not None else None,
+                reply_id,
+            )
+        )
 
     async def idle(self) -> None:
         """Wait until every reply has finished streaming."""
