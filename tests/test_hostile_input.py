@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 import os
 import random
@@ -755,3 +756,39 @@ def test_streamed_echo_reference_equals_the_whole_track(tmp_path: Path, cut: flo
             b.delay_ms,
         ), start
         np.testing.assert_array_equal(a.audio, b.audio)
+
+
+def test_sigterm_inside_a_reply_task_stops_the_call_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A SIGTERM that lands while a task other than the call's own runs
+    (a reply being generated) stops the call as ReplayInterrupted; asyncio
+    must not be left a task holding the exception ("Task exception was
+    never retrieved", with a traceback, as CI once printed)."""
+    import asyncio
+
+    from turnkit.replay.simulator import ReplayInterrupted, _run_call, _sigterm_raises
+
+    tasks: list[asyncio.Task] = []
+
+    async def call() -> None:
+        async def reply() -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                await asyncio.sleep(0)
+
+        tasks.append(asyncio.create_task(reply(), name="reply-1"))
+        await asyncio.sleep(3600)
+
+    with (
+        caplog.at_level(logging.ERROR),
+        _sigterm_raises(),
+        pytest.raises(ReplayInterrupted) as got,
+    ):
+        _run_call(call())
+    assert got.value.code == 128 + signal.SIGTERM
+    (reply_task,) = tasks
+    # The old handler raised inside the reply task, which kept it as its
+    # result for asyncio to report when collected.
+    assert reply_task.cancelled(), reply_task.exception()
+    assert "never retrieved" not in caplog.text

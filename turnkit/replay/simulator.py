@@ -467,7 +467,7 @@ def _replay_job(
     try:
         for spec in detectors:
             with collect_errors() as errors:
-                score = asyncio.run(replay_call(rec, spec, config))
+                score = _run_call(replay_call(rec, spec, config))
             if errors:
                 more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
                 return (
@@ -527,13 +527,46 @@ def _sigterm_raises() -> Iterator[None]:
         return
 
     def handler(signum: int, _frame: object) -> None:
-        raise ReplayInterrupted(signum)
+        loop = asyncio.events._get_running_loop()
+        if loop is None:
+            raise ReplayInterrupted(signum)
+        # Raised here, it would land in whichever task is running (a reply
+        # task, say), which asyncio then reports as "never retrieved" with a
+        # traceback. Cancel the call's tasks instead; _replay_job raises it
+        # once asyncio.run has returned.
+        _STOP.append(signum)
+        loop.call_soon_threadsafe(_cancel_all, loop)
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        _STOP.clear()
+
+
+# SIGTERMs that arrived while a one-process replay's event loop ran.
+_STOP: list[int] = []
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+
+
+def _run_call(coro: Any) -> Any:
+    """``asyncio.run`` that turns a SIGTERM taken inside the loop (see
+    :func:`_sigterm_raises`) into :class:`ReplayInterrupted` after the loop
+    has closed."""
+    try:
+        result = asyncio.run(coro)
+    except asyncio.CancelledError:
+        if _STOP:
+            raise ReplayInterrupted(_STOP[0]) from None
+        raise
+    if _STOP:
+        raise ReplayInterrupted(_STOP[0])
+    return result
 
 
 class _Flag:
