@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from functools import cache
 
+from turnkit.text.normalize import strip_annotations
+
 __all__ = [
     "ANSWERS",
     "BACKCHANNELS",
@@ -27,6 +29,10 @@ BACKCHANNELS: dict[str, tuple[str, ...]] = {
         "yeah", "yes", "yep", "yup", "ya", "okay", "ok", "right", "alright", "all right",
         "sure", "i see", "got it", "gotcha", "cool", "great", "good", "exactly", "true",
         "wow", "oh", "ah", "nice", "indeed", "of course", "makes sense", "totally",
+        # The same sounds as transcribers of real calls spell them.
+        "mhmm", "mmhm", "mmhmm", "mm-hm", "m-hm", "mmm", "hmmm", "hm-hmm", "uh-hum", "uh-hm",
+        "uhm", "umm", "er", "erm", "eh", "aha", "ah-ha", "ahh", "ohh", "ooh", "really",
+        "perfect", "i know", "that's right", "sounds good",
     ),
     "es": (
         "sí", "si", "vale", "claro", "ajá", "aja", "ya", "bueno", "exacto", "entiendo",
@@ -69,9 +75,11 @@ _TOKEN = re.compile(r"[\w'’-]+", re.UNICODE)
 
 
 def tokens(text: str) -> list[str]:
-    """Lower-case words, punctuation dropped (in-word apostrophes and
-    hyphens kept, as streaming recognisers write them)."""
-    return [t.replace("’", "'").strip("-'") for t in _TOKEN.findall(text.lower()) if t.strip("-'")]
+    """Lower-case words, punctuation and transcriber annotations
+    (``[laughter]``) dropped, in-word apostrophes and hyphens kept, as
+    streaming recognisers write them."""
+    words = _TOKEN.findall(strip_annotations(text.lower()))
+    return [t.replace("’", "'").strip("-'") for t in words if t.strip("-'")]
 
 
 def _lang(language: str) -> str:

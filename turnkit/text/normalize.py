@@ -5,24 +5,65 @@ Same semantics as :func:`turnkit.replay.oracle.normalize_text` (the replay's
 stand-in recogniser), so a model trained on normalised text sees at run time
 what it saw in training.
 
+Transcripts of real calls carry more than words: annotations
+(``[laughter]``, ``<noise>``, ``{breath}``), recogniser hesitation tokens
+(``%HESITATION``, ``%uh``), cut-off words (``bo-``) and fillers spelled many
+ways (``uhm``, ``erm``, ``ehm``). The text models learnt fillers as ``uh`` and
+``um`` only: spelled any other way they read as a content word, and "I want
+to book a uhm" scored as finished (0.93). So annotations are dropped, and
+hesitations, other filler spellings and cut-off words become ``uh`` / ``um``
+(a word broken off is a hesitation: the caller is restarting).
+
 Example::
 
     >>> normalize_text("Hi, I'd like a  table -- for two!")
     "hi i'd like a table for two"
+    >>> normalize_text("I want to book a uhm [noise] fli-")
+    "i want to book a um uh"
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["normalize_text"]
+__all__ = ["normalize_text", "strip_annotations"]
 
+_ANNOTATION = re.compile(r"\[[^\]]*\]|<[^>]*>|\{[^}]*\}|\(\(\s*\)\)")
+_HESITATION = re.compile(r"%\s*(?:hesitation|uh+|eh+|er+|ah+)\b")
+_HESITATION_M = re.compile(r"%\s*(?:um+|uhm+|erm+|ehm+|mm+)\b")
+# A word broken off: letters glued to one trailing hyphen ("bo-"), not a
+# dash ("--") and not an in-word hyphen ("uh-huh").
+_CUT_OFF = re.compile(r"(?<![\w'-])[a-z']+-(?=\s|$)")
 _DROP = re.compile(r"[^\w\s'-]+")
 _EDGE = re.compile(r"(?<!\w)['-]+|['-]+(?!\w)")
+_FILLER_UH = re.compile(r"^(?:uh+|u+hh+|er+|eh+)$")
+_FILLER_UM = re.compile(r"^(?:u+m+|uhm+|u+hm+|erm+|ehm+|umm+)$")
+
+
+def strip_annotations(text: str) -> str:
+    """``text`` without transcriber annotations (``[laughter]``, ``<noise>``,
+    ``{breath}``, ``(( ))``): sounds, not words, in any language."""
+    return _ANNOTATION.sub(" ", text)
+
+
+def _filler(word: str) -> str:
+    if _FILLER_UM.match(word):
+        return "um"
+    if _FILLER_UH.match(word):
+        return "uh"
+    return word
 
 
 def normalize_text(text: str) -> str:
-    """Lower case; punctuation dropped except in-word ``'`` and ``-``."""
-    t = _DROP.sub(" ", text.lower().replace("’", "'"))
+    """Lower case; punctuation dropped except in-word ``'`` and ``-``;
+    annotations dropped; hesitations and fillers as ``uh`` / ``um``."""
+    t = text.lower().replace("’", "'")
+    t = strip_annotations(t)
+    t = _HESITATION_M.sub(" um ", t)
+    t = _HESITATION.sub(" uh ", t)
+    t = _CUT_OFF.sub(" uh ", t)
+    t = _DROP.sub(" ", t)
     t = _EDGE.sub(" ", t)
-    return " ".join(t.split())
+    # Word by word, so that a recogniser's per-word text (the replay's
+    # word-timed transcripts) normalises as the whole sentence does.
+    return " ".join(_filler(w) for w in t.split())
