@@ -26,6 +26,8 @@ from turnkit.text.normalize import normalize_text
         ("yes eh", "yes uh"),
         ("err what", "uh what"),
         ("ummm okay", "um okay"),
+        ("I want to book a hmm", "i want to book a um"),
+        ("Ah okay, no worries.", "uh okay no worries"),
         # in-word hyphens, dashes and backchannels are left as they were
         ("uh-huh", "uh-huh"),
         ("mm-hmm", "mm-hmm"),
@@ -60,6 +62,8 @@ def test_fillers_spelled_otherwise_read_as_unfinished() -> None:
         "I want to book a uhm",
         "I want to book a erm",
         "I want to book a eh",
+        "I want to book a ah",
+        "I want to book a hmm",
         "I want to go to the bo-",
         "%HESITATION I need the",
     ):

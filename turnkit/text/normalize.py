@@ -8,9 +8,11 @@ what it saw in training.
 Transcripts of real calls carry more than words: annotations
 (``[laughter]``, ``<noise>``, ``{breath}``), recogniser hesitation tokens
 (``%HESITATION``, ``%uh``), cut-off words (``bo-``) and fillers spelled many
-ways (``uhm``, ``erm``, ``ehm``). The text models learnt fillers as ``uh`` and
-``um`` only: spelled any other way they read as a content word, and "I want
-to book a uhm" scored as finished (0.93). So annotations are dropped, and
+ways (``uhm``, ``erm``, ``ehm``, ``hmm``, ``ah``: non-native speakers' fillers
+vary). The text models learnt fillers as ``uh`` and ``um`` only: spelled any
+other way they read as a content word, and "I want to book a uhm" scored as
+finished (0.93), "… a ah" 0.98. A lone "hmm" or "ah" as a whole answer then
+reads as unfinished too: it waits for the ceiling, the cheaper mistake. So annotations are dropped, and
 hesitations, other filler spellings and cut-off words become ``uh`` / ``um``
 (a word broken off is a hesitation: the caller is restarting).
 
@@ -36,8 +38,8 @@ _HESITATION_M = re.compile(r"%\s*(?:um+|uhm+|erm+|ehm+|mm+)\b")
 _CUT_OFF = re.compile(r"(?<![\w'-])[a-z']+-(?=\s|$)")
 _DROP = re.compile(r"[^\w\s'-]+")
 _EDGE = re.compile(r"(?<!\w)['-]+|['-]+(?!\w)")
-_FILLER_UH = re.compile(r"^(?:uh+|u+hh+|er+|eh+)$")
-_FILLER_UM = re.compile(r"^(?:u+m+|uhm+|u+hm+|erm+|ehm+|umm+)$")
+_FILLER_UH = re.compile(r"^(?:uh+|u+hh+|er+|eh+|ah+)$")
+_FILLER_UM = re.compile(r"^(?:u+m+|uhm+|u+hm+|erm+|ehm+|umm+|h+m+|m{2,})$")
 
 
 def strip_annotations(text: str) -> str:
