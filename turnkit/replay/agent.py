@@ -123,6 +123,9 @@ class SimulatedAgent(FrameProcessor):
         self._speaking: Reply | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._draft_sent: dict[int, float] = {}  # draft reply id -> when its request left
+        # The VAD's end of the caller's last speech, as of the latest frame:
+        # what a detector's commit follows (see _decide).
+        self._speech_end: float | None = None
 
     @property
     def speaking(self) -> bool:
@@ -147,7 +150,11 @@ class SimulatedAgent(FrameProcessor):
         if isinstance(frame, TurnEndFrame):
             self.decisions.append(frame)
             await self._barge_in(frame)  # a paused reply: the commit confirms the stop
-            await self._decide(frame)
+            # A commit judges the pause after the caller's last speech: it
+            # answers the turn that speech belongs to, even when it lands
+            # in the first frames of the caller's next turn (not yet heard).
+            speech_end = self._speech_end
+            await self._decide(frame, frame.at if speech_end is None else min(frame.at, speech_end))
         elif isinstance(frame, TurnEagerFrame):
             await self._eager(frame)
         elif isinstance(frame, TranscriptFrame):
@@ -158,6 +165,8 @@ class SimulatedAgent(FrameProcessor):
             await self._barge_in(frame)
             r.on_speech()  # the caller went on: a draft is void
         elif isinstance(frame, AudioInFrame) and frame.vad is not None:
+            if frame.vad.speech_end > 0:
+                self._speech_end = frame.vad.speech_end
             await self._barge_in(frame)
             if frame.vad.started:
                 r.on_speech()
@@ -251,9 +260,11 @@ class SimulatedAgent(FrameProcessor):
         if reply_id is not None and len(self.engine.requests) > n:
             self._draft_sent[reply_id] = self.engine.requests[n].sent_at
 
-    async def _decide(self, decision: TurnEndFrame) -> None:
+    async def _decide(self, decision: TurnEndFrame, evidence_at: float | None = None) -> None:
         """A confirmed end of turn: the Responder answers it (or ignores it
-        while the agent talks); the reply becomes the pending one."""
+        while the agent talks); the reply becomes the pending one. The
+        caller turn it answers is the labels' turn begun by ``evidence_at``
+        (the end of the speech the decision follows; default its time)."""
         compute = self._compute_s(decision)
         self.engine.send_after(compute)
         reply_id = await self._r().on_end(self.transcript)
@@ -268,7 +279,7 @@ class SimulatedAgent(FrameProcessor):
                 compute_ms=decision.compute_ms,
                 latency_ms=0.0,
                 audio_due=math.inf,
-                turn=self.planner.turn_for(decision.at),
+                turn=self.planner.turn_for(decision.at if evidence_at is None else evidence_at),
                 reason=decision.reason,
                 drafted=reply_id in self._draft_sent,
                 decided_at=self.clock.now() + compute,

@@ -71,6 +71,9 @@ class TurnScore:
     barge_in: bool = False  # started while the agent spoke
     barge_in_stopped: bool = False
     stop_latency_ms: float | None = None
+    # No reply before the caller's next turn began, within the timeout: the
+    # caller went on (back-to-back turns, the clerk silent); not missed.
+    continued: bool = False
 
     def row(self) -> dict[str, Any]:
         return {
@@ -82,6 +85,7 @@ class TurnScore:
             "missed": self.missed,
             "cutoffs": self.cutoffs,
             "eot_delay_ms": None if self.eot_delay_ms is None else round(self.eot_delay_ms, 1),
+            "continued": self.continued,
         }
 
 
@@ -276,7 +280,8 @@ def score_call(
     hold_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     audible = [r for r in replies if r.audible]
 
-    for i, turn in enumerate(rec.caller_turns):
+    caller_turns = rec.caller_turns
+    for i, turn in enumerate(caller_turns):
         mine = [r for r in replies if r.turn == i]
         cut = [r for r in mine if r.decision_at < turn.end - EPS]
         used.update(r.id for r in cut)
@@ -301,6 +306,7 @@ def score_call(
         answer = next((r for r in mine if r.decision_at >= turn.end - EPS and r.audible), None)
         response_ms = eot_ms = None
         missed = True
+        continued = False
         if answer is not None:
             used.add(answer.id)
             assert answer.first_audio_at is not None
@@ -309,6 +315,15 @@ def score_call(
                 missed = False
                 response_ms = latency * 1000
                 eot_ms = (answer.decision_at - turn.end) * 1000
+        nxt = caller_turns[i + 1].start if i + 1 < len(caller_turns) else None
+        if missed and nxt is not None and nxt < turn.end + timeout_s - EPS:
+            # The caller spoke again before the timeout ran out: the wait
+            # for a reply was cut short by the caller, not left in silence
+            # (a transcript's back-to-back turns, the clerk saying nothing).
+            # Whether a reply would have come by the timeout is unknown;
+            # the turn is "continued", neither missed nor answered, and the
+            # caller's next turn is judged in its place.
+            missed, continued = False, True
 
         score = TurnScore(
             call=rec.id,
@@ -321,6 +336,7 @@ def score_call(
             cutoffs=len(cut),
             eot_delay_ms=eot_ms,
             cut_hold_kinds=cut_kinds,
+            continued=continued,
         )
         # A real barge-in: the turn starts while a reply is playing.
         talking = [
@@ -473,6 +489,9 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
         "response_ms": _pct(responded, 50, 95),
         "interruption_rate": _rate(sum(t.interrupted for t in turns), n),
         "missed_rate": _rate(sum(t.missed for t in turns), n),
+        # Turns the caller went on from (their next turn began before any
+        # reply and before the timeout): neither missed nor answered.
+        "continued_turns": sum(t.continued for t in turns),
         "eot_delay_ms": _pct(eot, 50, 95),
         "false_barge_in_rate": fbi,
         "false_barge_in_counts": fbi_counts,

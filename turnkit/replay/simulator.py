@@ -28,6 +28,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkit.audio.timeline import FRAME_SAMPLES, SAMPLE_RATE, AudioTimeline, TimelineProcessor
@@ -114,10 +115,14 @@ class ReplayConfig(BaseModel):
 
 class LabelPlanner:
     """What the recording says about a reply: which caller turn a decision
-    answers (the latest one begun by then) and how long the reply plays
-    (until the end of the original agent turn after that caller turn; if
-    that is already past, or there is none, for its text at 15 characters a
-    second, or ``default_reply_s``)."""
+    answers (the latest one begun by the time it is given: the host passes
+    the end of the speech the decision follows, so that a commit on turn
+    *i*'s pause that lands just as the caller starts turn *i + 1*, before
+    the VAD has heard it, answers turn *i* late rather than cutting off
+    turn *i + 1*) and how long the reply plays (until the end of the
+    original agent turn after that caller turn; if that is already past, or
+    there is none, for its text at 15 characters a second, or
+    ``default_reply_s``)."""
 
     def __init__(self, rec: Recording, default_reply_s: float) -> None:
         self.turns = rec.caller_turns
@@ -307,7 +312,7 @@ async def replay_call(
         ready = getattr(asyncio.get_running_loop(), "_ready", None)
         quick = config.llm_url is None and ready is not None
         procs = pipeline.processors
-        for start, chunk in rec.caller_frames(SAMPLE_RATE, n):
+        for start, chunk in _line_frames(rec, n, config.timeout_s):
             at = start / SAMPLE_RATE
             # A frame is available once its last sample has arrived.
             await clock.advance_to(at + n / SAMPLE_RATE)
@@ -348,6 +353,24 @@ async def replay_call(
     )
     score.echo_reference = echo_reference
     return score
+
+
+def _line_frames(rec: Recording, n: int, timeout_s: float) -> Iterator[tuple[int, np.ndarray]]:
+    """The caller's frames, then silence until ``timeout_s`` past the
+    recording's end: the line stays open after the file stops, as it does
+    in a call. A recording cut (or a caller who stops talking) a moment
+    after the last word must still let the pause run its wait: without
+    frames no pause is ever judged, and the last turn was scored missed
+    whatever the detector (a real call's last turn, 50 ms of tail)."""
+    end = 0
+    for start, chunk in rec.caller_frames(SAMPLE_RATE, n):
+        end = start + n
+        yield start, chunk
+    stop = end + int(timeout_s * SAMPLE_RATE)
+    silence = np.zeros(n, dtype=np.float32)
+    while end < stop:
+        yield end, silence.copy()
+        end += n
 
 
 def live_figures(rec: Recording, agent: SimulatedAgent, live: LiveEngine) -> dict[str, Any]:

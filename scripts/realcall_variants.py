@@ -1,0 +1,486 @@
+#!/usr/bin/env python3
+"""Real-call-like variants of the natural demo calls, for replay checks.
+
+    python scripts/realcall_variants.py --out /tmp/realcalls [--only NAME]
+
+Real telephone calls are not shaped like the demo corpus: a caller says two
+or three things in a row while the clerk says nothing, talks over the end of
+the agent's turn, hangs up right after the last word; transcripts come
+without word times and with annotations; audio is 8 kHz, μ-law, stereo, or
+has no agent track. Each variant here edits a copy of a natural demo call
+(``recordings/*-natural-*``) into one of those shapes: the audio is cut, not
+synthesised, so every second of speech is the demo call's own, and every
+label is moved with the audio it describes. The output is for /tmp; it is
+not committed.
+
+The edit primitive is :func:`cut`: remove ``[t0, t0 + d)`` from one channel
+(caller.wav with the caller's events, agent.wav with the agent's), or from
+both. Events inside the removed stretch go; events after it move back by
+``d``. Cutting the caller channel alone, in the silence before a caller
+turn, moves that turn earlier than the agent's audio (an overlap); cutting
+both, across an agent turn, removes the agent's reply (back-to-back caller
+turns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+ROOT = Path(__file__).resolve().parent.parent
+CALLER_EVENTS = {"caller_turn", "backchannel", "noise", "echo"}
+
+
+@dataclass
+class Call:
+    """One call being edited: its manifest and both channels (float32)."""
+
+    meta: dict[str, Any]
+    caller: np.ndarray
+    caller_rate: int
+    agent: np.ndarray | None
+    agent_rate: int
+
+    @classmethod
+    def load(cls, folder: Path) -> Call:
+        meta = json.loads((folder / "call.json").read_text())
+        caller, cr = sf.read(str(folder / meta["audio"]["caller"]), dtype="float32")
+        agent, ar = None, cr
+        if meta["audio"].get("agent"):
+            agent, ar = sf.read(str(folder / meta["audio"]["agent"]), dtype="float32")
+        return cls(meta, caller, cr, agent, ar)
+
+    def copy(self) -> Call:
+        return Call(
+            copy.deepcopy(self.meta),
+            self.caller.copy(),
+            self.caller_rate,
+            None if self.agent is None else self.agent.copy(),
+            self.agent_rate,
+        )
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        ev: list[dict[str, Any]] = self.meta["events"]
+        return ev
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return sorted((e for e in self.events if e["type"] == kind), key=lambda e: e["start"])
+
+    @property
+    def duration(self) -> float:
+        return len(self.caller) / self.caller_rate
+
+    def save(self, folder: Path, *, subtype: str = "PCM_16") -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        sf.write(str(folder / "caller.wav"), self.caller, self.caller_rate, subtype=subtype)
+        if self.agent is not None:
+            self.meta["audio"]["agent"] = "agent.wav"
+            sf.write(str(folder / "agent.wav"), self.agent, self.agent_rate, subtype="PCM_16")
+        else:
+            self.meta["audio"].pop("agent", None)
+        self.meta["audio"]["caller"] = "caller.wav"
+        (folder / "call.json").write_text(json.dumps(self.meta, indent=1))
+        return folder
+
+
+def _shift(x: Any, t0: float, d: float) -> Any:
+    return round(x - d, 4) if x >= t0 + d - 1e-9 else x
+
+
+def _move(e: dict[str, Any], t0: float, d: float) -> dict[str, Any] | None:
+    """``e`` after removing ``[t0, t0 + d)``: None when inside it; an error
+    when it straddles a cut edge (that would corrupt its audio)."""
+    s = e["start"]
+    end = e.get("end", s + e.get("duration_s", 0.0) if e.get("type") == "tool_call" else s)
+    if end <= t0 + 1e-9:
+        return e
+    if s >= t0 + d - 1e-9:
+        out = copy.deepcopy(e)
+        out["start"] = _shift(s, t0, d)
+        if "end" in out:
+            out["end"] = _shift(out["end"], t0, d)
+        for key in ("words", "holds"):
+            for w in out.get(key) or []:
+                w["start"], w["end"] = _shift(w["start"], t0, d), _shift(w["end"], t0, d)
+        if out.get("spans"):
+            out["spans"] = [[_shift(a, t0, d), _shift(b, t0, d)] for a, b in out["spans"]]
+        return out
+    if s >= t0 - 1e-9 and end <= t0 + d + 1e-9:
+        return None
+    if e.get("type") == "tool_call":
+        return None
+    raise ValueError(f"{e['type']} [{s}, {end}] straddles the cut [{t0}, {t0 + d})")
+
+
+def cut(call: Call, t0: float, d: float, channel: str = "both") -> Call:
+    """Remove ``[t0, t0 + d)`` from ``channel`` ("caller", "agent", "both");
+    the other channel loses ``d`` seconds at its end (both stay one length)."""
+    out = call.copy()
+    for name, rate in (("caller", out.caller_rate), ("agent", out.agent_rate)):
+        audio = getattr(out, name)
+        if audio is None:
+            continue
+        a, b = round(t0 * rate), round((t0 + d) * rate)
+        if channel in (name, "both"):
+            audio = np.concatenate([audio[:a], audio[b:]])
+        else:
+            audio = audio[: len(audio) - (b - a)]
+        setattr(out, name, audio)
+    events = []
+    for e in out.events:
+        side = "caller" if e["type"] in CALLER_EVENTS else "agent"
+        if channel not in (side, "both"):
+            events.append(e)
+            continue
+        moved = _move(e, t0, d)
+        if moved is not None:
+            events.append(moved)
+    out.meta["events"] = events
+    abc = []
+    for e in out.meta.get("agent_backchannels", []):
+        if channel in ("agent", "both"):
+            m = _move(e, t0, d)
+            if m is not None:
+                abc.append(m)
+        else:
+            abc.append(e)
+    if abc or "agent_backchannels" in out.meta:
+        out.meta["agent_backchannels"] = abc
+    return out
+
+
+def truncate(call: Call, t: float) -> Call:
+    """The call ends at ``t``: audio cut there, later events dropped."""
+    out = call.copy()
+    out.caller = out.caller[: round(t * out.caller_rate)]
+    if out.agent is not None:
+        out.agent = out.agent[: round(t * out.agent_rate)]
+    out.meta["events"] = [
+        e for e in out.events if e.get("end", e["start"]) <= t + 1e-6 and e["start"] < t
+    ]
+    return out
+
+
+# -- the variants -------------------------------------------------------------
+
+
+def insert(call: Call, t: float, d: float) -> Call:
+    """``d`` seconds of silence inserted at ``t`` in both channels (the
+    caller's at its background level); later events move on by ``d``."""
+    out = call.copy()
+    rng = np.random.default_rng(int(t * 1000))
+    for name, rate in (("caller", out.caller_rate), ("agent", out.agent_rate)):
+        audio = getattr(out, name)
+        if audio is None:
+            continue
+        n = round(d * rate)
+        fill = np.zeros(n, np.float32)
+        if name == "caller":
+            win = int(0.1 * rate)
+            rms = [
+                float(np.sqrt(np.mean(audio[k : k + win] ** 2)))
+                for k in range(0, len(audio) - win, win)
+            ]
+            fill = (rng.standard_normal(n) * min(rms)).astype(np.float32)
+        a = round(t * rate)
+        setattr(out, name, np.concatenate([audio[:a], fill, audio[a:]]))
+    for e in out.events:
+        if e["start"] >= t - 1e-9:
+            e["start"] = round(e["start"] + d, 4)
+            if "end" in e:
+                e["end"] = round(e["end"] + d, 4)
+            for key in ("words", "holds"):
+                for w in e.get(key) or []:
+                    w["start"], w["end"] = round(w["start"] + d, 4), round(w["end"] + d, 4)
+            if e.get("spans"):
+                e["spans"] = [[round(a + d, 4), round(b + d, 4)] for a, b in e["spans"]]
+    for e in out.meta.get("agent_backchannels", []):
+        if e["start"] >= t - 1e-9:
+            e["start"], e["end"] = round(e["start"] + d, 4), round(e["end"] + d, 4)
+    return out
+
+
+def back_to_back(call: Call, first: int, count: int, gap: float) -> Call:
+    """Caller turns ``first`` .. ``first + count - 1`` in a row, ``gap``
+    seconds apart: the agent turns (and anything else) between them are
+    cut from both channels (the clerk said nothing)."""
+    out = call
+    for k in range(count - 1):
+        turns = out.of("caller_turn")
+        a, b = turns[first + k], turns[first + k + 1]
+        t0 = a["end"] + 0.001
+        out = cut(out, t0, b["start"] - t0)
+        out = insert(out, t0, gap - 0.001)
+    return out
+
+
+def caller_overlaps(call: Call, turn: int, overlap: float) -> Call:
+    """Caller turn ``turn`` starts ``overlap`` s before the agent turn
+    before it ends (the caller talks over the agent's last words)."""
+    turns = call.of("caller_turn")
+    c = turns[turn]
+    a = max((x for x in call.of("agent_turn") if x["end"] <= c["start"]), key=lambda x: x["end"])
+    d = c["start"] - (a["end"] - overlap)
+    # Silence of the caller channel before the turn: [c.start - d, c.start).
+    out = cut(call, c["start"] - d, d, "caller")
+    # The agent channel stays aligned before the cut; after the agent turn
+    # its audio moves back by d as the caller's did.
+    fix = cut(call, a["end"] + 1e-3, d, "agent")
+    out.agent = fix.agent
+    out.meta["events"] = [e for e in out.events if e["type"] in CALLER_EVENTS] + [
+        e for e in fix.events if e["type"] not in CALLER_EVENTS
+    ]
+    return out
+
+
+def agent_early(call: Call, turn: int, early: float) -> Call:
+    """The agent turn after caller turn ``turn`` starts ``early`` s before
+    that caller turn ends."""
+    c = call.of("caller_turn")[turn]
+    a = min((x for x in call.of("agent_turn") if x["start"] >= c["end"]), key=lambda x: x["start"])
+    d = a["start"] - (c["end"] - early)
+    out = cut(call, a["start"] - d, d, "agent")
+    fix = cut(call, c["end"] + 1e-3, d, "caller")
+    out.caller = fix.caller
+    out.meta["events"] = [e for e in out.events if e["type"] not in CALLER_EVENTS] + [
+        e for e in fix.events if e["type"] in CALLER_EVENTS
+    ]
+    return out
+
+
+def agent_backchannels(call: Call, per_turn: int = 1) -> Call:
+    """The agent says a short acknowledgement (the first 0.35 s of one of
+    its turns) inside each caller turn's last span or hold, written to
+    agent.wav and listed in ``agent_backchannels``; caller backchannels
+    get transcriber annotations ("mm-hm [laughter]")."""
+    out = call.copy()
+    assert out.agent is not None
+    src = out.of("agent_turn")[0]
+    r = out.agent_rate
+    snip = out.agent[int(src["start"] * r) : int((src["start"] + 0.35) * r)].copy()
+    abc = []
+    for t in out.of("caller_turn"):
+        if t["end"] - t["start"] < 1.2:
+            continue
+        holds = t.get("holds") or []
+        places = [h["start"] + 0.02 for h in holds][:per_turn] or [t["start"] + 0.8]
+        for at in places:
+            i = int(at * r)
+            out.agent[i : i + len(snip)] += snip[: len(out.agent) - i]
+            abc.append({"start": round(at, 4), "end": round(at + 0.35, 4)})
+    out.meta["agent_backchannels"] = abc
+    for e in out.events:
+        if e["type"] == "backchannel":
+            e["text"] = "mm-hm [laughter]"
+    return out
+
+
+def annotated_text(call: Call) -> Call:
+    """No word timings; transcriber annotations in the text; one turn with
+    only an annotation, one with empty text."""
+    out = call.copy()
+    turns = out.of("caller_turn")
+    for k, t in enumerate(turns):
+        t.pop("words", None)
+        words = t["text"].split()
+        if k == 1:
+            t["text"] = (
+                "[noise] %HESITATION " + " ".join(words[:3]) + " <unk> " + " ".join(words[3:])
+            )
+        elif k == 2:
+            t["text"] = "[noise]"
+        elif k == 3:
+            t["text"] = ""
+        else:
+            t["text"] = " ".join(words) + " [laughter]"
+    return out
+
+
+# First words that make a whole answer on their own.
+ANSWERS = {"yes", "yeah", "no", "okay", "ok", "right", "perfect", "great", "sure", "thanks"}
+
+
+def short_answers(call: Call) -> Call:
+    """Caller turns cut to their first word where it is an answer on its
+    own ("yeah", "okay", "perfect"): the rest of the turn is removed from
+    both channels, so the agent's next turn follows the short answer."""
+    out = call
+    k = 0
+    while k < len(out.of("caller_turn")):
+        t = out.of("caller_turn")[k]
+        k += 1
+        words = t.get("words") or []
+        if len(words) < 3 or words[0]["text"].strip(",.!?").lower() not in ANSWERS:
+            continue
+        w0 = words[0]
+        if words[1]["start"] - w0["end"] < 0.05:
+            continue  # no clean boundary after the first word
+        t0 = w0["end"] + 0.03
+        d = t["end"] - t0
+        # The turn becomes its first word; its tail is removed with the audio.
+        new = copy.deepcopy(t)
+        new.update(end=w0["end"], text=w0["text"], words=[w0], spans=None, holds=None)
+        new = {k2: v for k2, v in new.items() if v is not None}
+        rest = [e for e in out.events if e is not t]
+        out.meta["events"] = rest
+        out = cut(out, t0, d)
+        out.meta["events"].append(new)
+    return out
+
+
+def long_turn(call: Call, first: int, count: int, gaps: list[float]) -> Call:
+    """Caller turns ``first`` .. in a row, labelled as ONE turn (a
+    meeting-like 10-30 s stretch with holds between its sentences)."""
+    out = back_to_back(call, first, 2, gaps[0])
+    for k in range(1, count - 1):
+        out = back_to_back(out, first + k, 2, gaps[k % len(gaps)])
+    turns = out.of("caller_turn")[first : first + count]
+    spans: list[list[float]] = []
+    words: list[dict[str, Any]] = []
+    for t in turns:
+        spans += [list(s) for s in t.get("spans") or [[t["start"], t["end"]]]]
+        words += t.get("words") or []
+    # A turn's own labelled holds keep their kind; the seams between the
+    # turns (where the clerk's turn was) are pauses between sentences.
+    own = {(h["start"], h["end"]): h["kind"] for t in turns for h in t.get("holds") or []}
+    holds = [
+        {"start": a[1], "end": b[0], "kind": own.get((a[1], b[0]), "between-sentences")}
+        for a, b in itertools.pairwise(spans)
+    ]
+    merged = {
+        "type": "caller_turn",
+        "start": turns[0]["start"],
+        "end": turns[-1]["end"],
+        "text": " ".join(t["text"] for t in turns),
+        "spans": spans,
+        "words": words,
+        "holds": holds,
+    }
+    out.meta["events"] = [
+        e for e in out.events if not any(e is t for t in turns) and e["type"] != "tool_call"
+    ] + [merged]
+    return out
+
+
+def concat(a: Call, b: Call) -> Call:
+    """``b`` appended after ``a`` (same rates), its events moved by ``a``'s
+    duration: one longer call. Tool calls are dropped (their turn indices
+    would not survive)."""
+    assert a.caller_rate == b.caller_rate and a.agent_rate == b.agent_rate
+    shift = a.duration
+    moved = insert(b, 0.0, shift)  # b's events move by shift
+    out = a.copy()
+    n = round(shift * a.caller_rate)
+    out.caller = np.concatenate([a.caller, moved.caller[n:]])
+    if a.agent is not None and moved.agent is not None:
+        m = round(shift * a.agent_rate)
+        head = np.pad(a.agent, (0, max(0, m - len(a.agent))))[:m]
+        out.agent = np.concatenate([head, moved.agent[m:]])
+    out.meta["events"] = [e for e in [*a.events, *moved.events] if e["type"] != "tool_call"]
+    return out
+
+
+def last_turn_tail(call: Call, tail: float) -> Call:
+    """The call ends ``tail`` s after the last caller turn's end (the agent
+    turn after it is gone: the recording stopped, or the caller hung up)."""
+    last = call.of("caller_turn")[-1]
+    return truncate(call, last["end"] + tail)
+
+
+def to_rate(call: Call, rate: int) -> Call:
+    out = call.copy()
+    if out.caller_rate != rate:
+        out.caller = soxr.resample(out.caller, out.caller_rate, rate).astype(np.float32)
+        out.caller_rate = rate
+    return out
+
+
+def no_agent(call: Call) -> Call:
+    out = call.copy()
+    out.agent = None
+    return out
+
+
+Variant = tuple[str, str, Callable[[Call], Call], dict[str, Any]]
+
+# (name, source call, edit, save options)
+VARIANTS: list[Variant] = [
+    ("b2b2-gap0.3", "appointment-natural-13", lambda c: back_to_back(c, 1, 2, 0.3), {}),
+    ("b2b2-gap0.8", "appointment-natural-13", lambda c: back_to_back(c, 1, 2, 0.8), {}),
+    ("b2b2-gap1.5", "appointment-natural-13", lambda c: back_to_back(c, 1, 2, 1.5), {}),
+    ("b2b3-gap0.6", "billing-natural-12", lambda c: back_to_back(c, 2, 3, 0.6), {}),
+    ("b2b3-gap1.2", "internet-natural-14", lambda c: back_to_back(c, 0, 3, 1.2), {}),
+    ("overlap0.5", "order-natural-15", lambda c: caller_overlaps(c, 2, 0.5), {}),
+    ("overlap1.0", "pharmacy-natural-17", lambda c: caller_overlaps(c, 3, 1.0), {}),
+    ("agentearly0.4", "travel-natural-16", lambda c: agent_early(c, 1, 0.4), {}),
+    ("agentbc", "billing-natural-12", agent_backchannels, {}),
+    ("agentbc", "internet-natural-14", agent_backchannels, {}),
+    ("annot", "order-natural-15", annotated_text, {}),
+    ("annot", "travel-natural-16", annotated_text, {}),
+    ("stereo", "pharmacy-natural-17", lambda c: c, {"stereo": True}),
+    ("ulaw8k", "billing-natural-12", lambda c: to_rate(c, 8000), {"subtype": "ULAW"}),
+    ("pcm8k", "travel-natural-16", lambda c: to_rate(c, 8000), {}),
+    ("noagent", "internet-natural-14", no_agent, {}),
+    ("short", "appointment-natural-13", short_answers, {}),
+    ("short", "order-natural-15", short_answers, {}),
+    ("long", "internet-natural-14", lambda c: long_turn(c, 0, 4, [0.6, 0.9, 0.5]), {}),
+    ("long", "travel-natural-16", lambda c: long_turn(c, 0, 5, [0.7, 0.5, 0.8, 1.1]), {}),
+    (
+        "long25s",
+        "appointment-natural-13",
+        lambda c: long_turn(
+            concat(c, Call.load(ROOT / "recordings" / "pharmacy-natural-17")),
+            0,
+            10,
+            [0.6, 0.9, 0.5, 0.7, 1.2, 0.4, 0.8],
+        ),
+        {},
+    ),
+    ("tail0.05", "pharmacy-natural-17", lambda c: last_turn_tail(c, 0.05), {}),
+    ("tail0.3", "order-natural-15", lambda c: last_turn_tail(c, 0.3), {}),
+    ("tail1.0", "billing-natural-12", lambda c: last_turn_tail(c, 1.0), {}),
+    ("tail3.0", "travel-natural-16", lambda c: last_turn_tail(c, 3.0), {}),
+]
+
+
+def build(
+    name: str, source: str, edit: Callable[[Call], Call], opts: dict[str, Any], out: Path
+) -> Path:
+    call = edit(Call.load(ROOT / "recordings" / source))
+    call.meta["id"] = f"{source}-{name}"
+    call.meta["tags"] = [*call.meta.get("tags", []), "realcall-variant", name]
+    call.meta.pop("generator", None)
+    if opts.get("stereo"):
+        call.caller = np.stack([call.caller, 0.5 * call.caller], axis=1)
+    return call.save(out / f"{source}-{name}", subtype=opts.get("subtype", "PCM_16"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("/tmp/realcalls"))
+    ap.add_argument("--only", default=None, help="variant names containing this")
+    args = ap.parse_args(argv)
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    for name, source, edit, opts in VARIANTS:
+        if args.only and args.only not in f"{source}-{name}":
+            continue
+        print(build(name, source, edit, opts, args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

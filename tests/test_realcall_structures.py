@@ -1,0 +1,138 @@
+"""Real call structure in replay: turns back to back with the clerk silent,
+a recording that stops right after the caller's last word.
+
+Each call here is a natural demo call's own audio and labels, cut into the
+shape real telephone transcripts have (scripts/realcall_variants.py), and
+replayed whole through the real pipeline (Silero VAD, the detector, the
+Responder on the simulated engine)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from turnkit.replay.metrics import CallScore, aggregate
+from turnkit.replay.recording import Recording, load_recording
+from turnkit.replay.simulator import ReplayConfig, replay_call
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDINGS = ROOT / "recordings"
+
+
+def _variants() -> ModuleType:
+    name = "realcall_variants"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "realcall_variants.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+rv = _variants()
+
+
+def _save(call: object, folder: Path, call_id: str) -> Recording:
+    call.meta["id"] = call_id  # type: ignore[attr-defined]
+    call.save(folder)  # type: ignore[attr-defined]
+    return load_recording(folder)
+
+
+def _replay(rec: Recording, spec: str) -> CallScore:
+    return asyncio.run(replay_call(rec, spec, ReplayConfig(compute="fixed")))
+
+
+@pytest.fixture(scope="module")
+def last_word_then_hangup(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    """pharmacy-natural-17 (8 kHz) from just before its fourth caller turn,
+    the file ending 50 ms after the last caller turn's end."""
+    call = rv.Call.load(RECORDINGS / "pharmacy-natural-17")
+    fourth = call.of("caller_turn")[3]
+    call = rv.cut(call, 0.0, fourth["start"] - 0.3)
+    call = rv.last_turn_tail(call, 0.05)
+    return _save(call, tmp_path_factory.mktemp("tail") / "call", "pharmacy-tail0.05")
+
+
+@pytest.mark.parametrize("spec", ["silence:stop_ms=800", "fused"])
+def test_last_turn_answered_when_the_recording_stops_after_it(
+    last_word_then_hangup: Recording, spec: str
+) -> None:
+    """The line stays open after caller.wav ends: the pause after the last
+    word runs its wait on silence and the turn is answered. (Before, no
+    frame came after the file's end, no pause was ever judged, and the
+    last turn was scored missed by every detector.)"""
+    rec = last_word_then_hangup
+    last = rec.caller_turns[-1]
+    assert rec.duration - last.end < 0.06
+    score = _replay(rec, spec)
+    t = score.turns[-1]
+    assert not t.missed, score.replies
+    assert t.response_ms is not None
+    # Answered after the turn's end, within the timeout.
+    assert 0 < t.response_ms < 5000
+    assert not t.interrupted
+
+
+@pytest.fixture(scope="module")
+def next_turn_under_the_commit(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    """appointment-natural-13 with caller turns 1 and 2 back to back, 0.86 s
+    apart (the agent turn between them cut from both channels): an 800 ms
+    silence wait on turn 1 commits a few ms after turn 2 has begun, before
+    the VAD can have heard it."""
+    call = rv.back_to_back(rv.Call.load(RECORDINGS / "appointment-natural-13"), 1, 2, 0.86)
+    return _save(call, tmp_path_factory.mktemp("b2b") / "call", "appointment-b2b-0.86")
+
+
+def test_commit_on_a_pause_answers_the_turn_before_it(
+    next_turn_under_the_commit: Recording,
+) -> None:
+    """A commit judges the pause after the caller's last speech: it answers
+    that speech's turn, late, and is no false cutoff of the next turn,
+    which had begun 12 ms before (the VAD needs 64 ms to hear an onset).
+    Before, the reply went to the turn begun by the decision's time:
+    turn 2 was scored interrupted, turn 1 had no decision at all."""
+    rec = next_turn_under_the_commit
+    second = rec.caller_turns[2]
+    score = _replay(rec, "silence:stop_ms=800")
+    inside = [r for r in score.replies if second.start <= r["decision_at"] < second.start + 0.064]
+    assert inside, "the case under test: a commit in the next turn's first frames"
+    assert all(r["turn"] == 1 and not r["cutoff"] for r in inside)
+    assert not any(t.interrupted for t in score.turns)  # no hold reaches 800 ms
+    assert not score.turns[2].missed
+
+
+@pytest.fixture(scope="module")
+def clerk_silent(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    """appointment-natural-13 with caller turns 1 and 2 back to back, 0.3 s
+    apart: no reply can be heard before the caller goes on."""
+    call = rv.back_to_back(rv.Call.load(RECORDINGS / "appointment-natural-13"), 1, 2, 0.3)
+    return _save(call, tmp_path_factory.mktemp("b2b") / "call", "appointment-b2b-0.3")
+
+
+@pytest.mark.parametrize("spec", ["silence:stop_ms=800", "fused"])
+def test_turn_the_caller_went_on_from_is_not_missed(clerk_silent: Recording, spec: str) -> None:
+    """A turn followed 0.3 s later by the caller's next one (the clerk said
+    nothing) is not missed: the caller was not left in silence, the wait
+    was cut short by the caller. It is counted as continued, with no
+    latency, and the next turn is answered. (Before: missed, 20% of the
+    call, for every detector.)"""
+    rec = clerk_silent
+    score = _replay(rec, spec)
+    first, second = score.turns[1], score.turns[2]
+    assert second.start - first.end == pytest.approx(0.3, abs=0.01)
+    assert not first.missed
+    assert first.continued and first.response_ms is None
+    assert not second.missed and not second.continued and second.response_ms is not None
+    result = aggregate(spec, [score])
+    assert result["missed_rate"] == 0.0
+    assert result["continued_turns"] == 1
+    # The caller heard an answer after their next turn, within the timeout
+    # of the first one's end: nobody was stranded.
+    assert second.response_ms / 1000 + second.end - first.end < 5.0
