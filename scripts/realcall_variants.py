@@ -261,6 +261,70 @@ def agent_early(call: Call, turn: int, early: float) -> Call:
     return out
 
 
+def early_answer(call: Call, turn: int, lead: float, tail: float = 6.0) -> Call:
+    """Caller turn ``turn``'s first word (an "okay") said ``lead`` s before
+    the agent turn before it ends, as the whole turn, and the call ending
+    ``tail`` s after that agent turn (nothing more is said): the caller
+    answers over the agent's last words, then waits for a reply."""
+    out = call.copy()
+    c = out.of("caller_turn")[turn]
+    a = max((x for x in out.of("agent_turn") if x["end"] <= c["start"]), key=lambda x: x["end"])
+    w0 = c["words"][0]
+    r = out.caller_rate
+    word = out.caller[round(w0["start"] * r) : round(w0["end"] * r)].copy()
+    at = round(a["end"] - lead, 4)
+    out = truncate(out, a["end"] + tail)
+    out.meta["events"] = [e for e in out.events if e["start"] < c["start"]]
+    # Nothing said after the agent turn: the caller's later speech and the
+    # agent's later audio are replaced by the line's background.
+    quiet = out.caller[round((a["end"] - 1.2) * r) : round((a["end"] - 0.9) * r)]
+    k = round(c["start"] * r)
+    out.caller[k:] = np.resize(quiet, len(out.caller) - k)
+    if out.agent is not None:
+        out.agent[round((a["end"] + 0.05) * out.agent_rate) :] = 0.0
+    i = round(at * r)
+    out.caller[i : i + len(word)] += word
+    end = round(at + len(word) / r, 4)
+    out.meta["events"].append(
+        {
+            "type": "caller_turn",
+            "start": at,
+            "end": end,
+            "text": w0["text"],
+            "words": [{"text": w0["text"], "start": at, "end": end}],
+        }
+    )
+    return out
+
+
+def split_agent_turns(call: Call, min_s: float = 2.0) -> Call:
+    """Each agent turn longer than ``min_s`` written as two ``agent_turn``
+    events, split at the quietest 50 ms of agent.wav near its middle (a
+    transcript that segments the clerk's speech); the audio is unchanged."""
+    out = call.copy()
+    assert out.agent is not None
+    r = out.agent_rate
+    events = []
+    for e in out.events:
+        if e["type"] != "agent_turn" or e["end"] - e["start"] < min_s:
+            events.append(e)
+            continue
+        lo, hi = (
+            e["start"] + 0.35 * (e["end"] - e["start"]),
+            e["start"] + 0.65 * (e["end"] - e["start"]),
+        )
+        win = int(0.05 * r)
+        cands = np.arange(round(lo * r), round(hi * r) - win, win // 2)
+        energy = [float(np.mean(out.agent[k : k + win] ** 2)) for k in cands]
+        mid = (cands[int(np.argmin(energy))] + win / 2) / r
+        words = e.get("text", "").split()
+        k = max(1, round(len(words) * (mid - e["start"]) / (e["end"] - e["start"])))
+        events.append({**e, "end": round(mid - 0.02, 4), "text": " ".join(words[:k])})
+        events.append({**e, "start": round(mid + 0.02, 4), "text": " ".join(words[k:])})
+    out.meta["events"] = events
+    return out
+
+
 def agent_backchannels(call: Call, per_turn: int = 1) -> Call:
     """The agent says a short acknowledgement (the first 0.35 s of one of
     its turns) inside each caller turn's last span or hold, written to
@@ -426,6 +490,11 @@ VARIANTS: list[Variant] = [
     ("overlap0.5", "order-natural-15", lambda c: caller_overlaps(c, 2, 0.5), {}),
     ("overlap1.0", "pharmacy-natural-17", lambda c: caller_overlaps(c, 3, 1.0), {}),
     ("agentearly0.4", "travel-natural-16", lambda c: agent_early(c, 1, 0.4), {}),
+    ("early-okay0.8", "order-natural-15", lambda c: early_answer(c, 3, 0.8), {}),
+    ("early-okay1.3", "order-natural-15", lambda c: early_answer(c, 3, 1.3), {}),
+    ("agentsplit", "billing-natural-12", split_agent_turns, {}),
+    ("agentsplit", "order-natural-15", split_agent_turns, {}),
+    ("agentsplit", "internet-natural-14", split_agent_turns, {}),
     ("agentbc", "billing-natural-12", agent_backchannels, {}),
     ("agentbc", "internet-natural-14", agent_backchannels, {}),
     ("annot", "order-natural-15", annotated_text, {}),

@@ -136,3 +136,34 @@ def test_turn_the_caller_went_on_from_is_not_missed(clerk_silent: Recording, spe
     # The caller heard an answer after their next turn, within the timeout
     # of the first one's end: nobody was stranded.
     assert second.response_ms / 1000 + second.end - first.end < 5.0
+    # The other side of the rule: a caller who goes on only after the
+    # timeout has run out was left in silence, and that turn is missed.
+    short = ReplayConfig(compute="fixed", timeout_s=0.25)  # the gap is 0.3 s
+    waited = asyncio.run(replay_call(rec, spec, short)).turns[1]
+    assert waited.missed and not waited.continued
+
+
+def test_agent_turn_cut_into_segments_replays_as_one(tmp_path: Path) -> None:
+    """A transcript that writes the clerk's speech as several agent_turn
+    events (order-natural-15, each agent turn over 2 s split at its
+    quietest point near the middle; the audio unchanged) replays as the
+    call with whole agent turns: the reply says all of it and plays until
+    the last segment ends. Before, only the first segment played: the
+    caller's "uh-huh" in the second met a silent agent and was answered
+    (a spurious reply), and fused read "Sure. Can I have" as the agent's
+    question and cut turn 1 off."""
+    whole = load_recording(RECORDINGS / "order-natural-15")
+    split = _save(
+        rv.split_agent_turns(rv.Call.load(RECORDINGS / "order-natural-15")),
+        tmp_path / "call",
+        "order-agentsplit",
+    )
+    assert len(split.agent_turns) > len(whole.agent_turns)
+    a, b = _replay(whole, "fused"), _replay(split, "fused")
+
+    def figures(s: CallScore) -> list[tuple[float | None, bool, bool]]:
+        return [(t.response_ms, t.interrupted, t.missed) for t in s.turns]
+
+    assert figures(b) == figures(a)
+    assert b.spurious_replies == a.spurious_replies == 0
+    assert [r["stopped_at"] for r in b.replies] == [r["stopped_at"] for r in a.replies]

@@ -119,10 +119,17 @@ class LabelPlanner:
     the end of the speech the decision follows, so that a commit on turn
     *i*'s pause that lands just as the caller starts turn *i + 1*, before
     the VAD has heard it, answers turn *i* late rather than cutting off
-    turn *i + 1*) and how long the reply plays (until the end of the
-    original agent turn after that caller turn; if that is already past, or
-    there is none, for its text at 15 characters a second, or
-    ``default_reply_s``)."""
+    turn *i + 1*), what the reply says and how long it plays.
+
+    The agent's answer to caller turn *i* is everything the original agent
+    said after that turn began and before the caller's next turn: one
+    ``agent_turn``, or several where a transcript cuts the clerk's speech
+    into segments. The reply says their text and plays until the last one
+    ends; if that is already past, or there is none, for its text at 15
+    characters a second, or ``default_reply_s``. (Only the first segment
+    was played before: the clerk's later segments met a silent agent, a
+    caller's backchannel in them was answered as a turn, and text
+    detectors read half the agent's question as context.)"""
 
     def __init__(self, rec: Recording, default_reply_s: float) -> None:
         self.turns = rec.caller_turns
@@ -136,24 +143,24 @@ class LabelPlanner:
                 idx = i
         return idx
 
-    def _agent_turn(self, turn: int | None) -> AgentTurn | None:
+    def _agent_floor(self, turn: int | None) -> list[AgentTurn]:
         if turn is None:
-            return None
+            return []
         t = self.turns[turn]
         nxt = self.turns[turn + 1].start if turn + 1 < len(self.turns) else float("inf")
-        return next((a for a in self.agent_turns if t.start < a.start < nxt), None)
+        return [a for a in self.agent_turns if t.start < a.start < nxt]
 
     def reply_text(self, turn: int | None) -> str:
-        agent = self._agent_turn(turn)
-        return agent.text if agent is not None else ""
+        return " ".join(a.text.strip() for a in self._agent_floor(turn) if a.text.strip())
 
     def play_until(self, turn: int | None, first_audio_at: float) -> float:
-        agent = self._agent_turn(turn)
-        if agent is None:
+        floor = self._agent_floor(turn)
+        if not floor:
             return first_audio_at + self.default_reply_s
-        if agent.end > first_audio_at:
-            return agent.end
-        text_s = len(agent.text) / CHARS_PER_SECOND
+        end = max(a.end for a in floor)
+        if end > first_audio_at:
+            return end
+        text_s = len(self.reply_text(turn)) / CHARS_PER_SECOND
         return first_audio_at + (text_s if text_s > 0 else self.default_reply_s)
 
 
