@@ -325,6 +325,17 @@ def split_agent_turns(call: Call, min_s: float = 2.0) -> Call:
     return out
 
 
+def quiet_turn(call: Call, turn: int, db: float) -> Call:
+    """Caller turn ``turn`` ``db`` dB quieter (a caller who drops their
+    voice, or moves off the microphone, for one short answer)."""
+    out = call.copy()
+    t = out.of("caller_turn")[turn]
+    r = out.caller_rate
+    a, b = round((t["start"] - 0.05) * r), round((t["end"] + 0.05) * r)
+    out.caller[a:b] *= np.float32(10 ** (-db / 20))
+    return out
+
+
 def agent_backchannels(call: Call, per_turn: int = 1) -> Call:
     """The agent says a short acknowledgement (the first 0.35 s of one of
     its turns) inside each caller turn's last span or hold, written to

@@ -116,8 +116,19 @@ def clerk_silent(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     return _save(call, tmp_path_factory.mktemp("b2b") / "call", "appointment-b2b-0.3")
 
 
+@pytest.fixture(scope="module")
+def unheard_answer(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    """order-natural-15 with turn 3 cut to its first word ("Okay"), said
+    30 dB quieter: the VAD never hears it; the recorded agent answered it,
+    and the caller's next turn comes 3.1 s later."""
+    call = rv.quiet_turn(rv.short_answers(rv.Call.load(RECORDINGS / "order-natural-15")), 3, 30.0)
+    return _save(call, tmp_path_factory.mktemp("quiet") / "call", "order-quiet-okay")
+
+
 @pytest.mark.parametrize("spec", ["silence:stop_ms=800", "fused"])
-def test_turn_the_caller_went_on_from_is_not_missed(clerk_silent: Recording, spec: str) -> None:
+def test_turn_the_caller_went_on_from_is_not_missed(
+    clerk_silent: Recording, unheard_answer: Recording, spec: str
+) -> None:
     """A turn followed 0.3 s later by the caller's next one (the clerk said
     nothing) is not missed: the caller was not left in silence, the wait
     was cut short by the caller. It is counted as continued, with no
@@ -141,6 +152,13 @@ def test_turn_the_caller_went_on_from_is_not_missed(clerk_silent: Recording, spe
     short = ReplayConfig(compute="fixed", timeout_s=0.25)  # the gap is 0.3 s
     waited = asyncio.run(replay_call(rec, spec, short)).turns[1]
     assert waited.missed and not waited.continued
+    # And a caller who goes on only after the recorded agent had answered
+    # them was waiting for that answer: no reply from the replayed agent
+    # in between is a miss, however soon they spoke again.
+    okay = _replay(unheard_answer, spec).turns[3]
+    nxt = unheard_answer.caller_turns[4].start
+    assert nxt - okay.end < 5.0
+    assert okay.missed and not okay.continued
 
 
 def test_agent_turn_cut_into_segments_replays_as_one(tmp_path: Path) -> None:

@@ -281,6 +281,7 @@ def score_call(
     audible = [r for r in replies if r.audible]
 
     caller_turns = rec.caller_turns
+    agent_turns = rec.agent_turns
     for i, turn in enumerate(caller_turns):
         mine = [r for r in replies if r.turn == i]
         cut = [r for r in mine if r.decision_at < turn.end - EPS]
@@ -316,13 +317,21 @@ def score_call(
                 response_ms = latency * 1000
                 eot_ms = (answer.decision_at - turn.end) * 1000
         nxt = caller_turns[i + 1].start if i + 1 < len(caller_turns) else None
-        if missed and nxt is not None and nxt < turn.end + timeout_s - EPS:
-            # The caller spoke again before the timeout ran out: the wait
-            # for a reply was cut short by the caller, not left in silence
-            # (a transcript's back-to-back turns, the clerk saying nothing).
-            # Whether a reply would have come by the timeout is unknown;
-            # the turn is "continued", neither missed nor answered, and the
-            # caller's next turn is judged in its place.
+        if (
+            missed
+            and nxt is not None
+            and nxt < turn.end + timeout_s - EPS
+            and not any(turn.start < a.start < nxt for a in agent_turns)
+        ):
+            # The caller spoke again, of their own accord (the recorded
+            # clerk said nothing in between), before the timeout ran out:
+            # the wait for a reply was cut short by the caller, who was not
+            # left in silence (a transcript's back-to-back turns). Whether
+            # a reply would have come by the timeout is unknown; the turn
+            # is "continued", neither missed nor answered, and the caller's
+            # next turn is judged in its place. Where the recorded agent
+            # did answer, the caller's next turn answers that reply, which
+            # the replayed agent never gave: a miss.
             missed, continued = False, True
 
         score = TurnScore(
