@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import math
 import os
 import random
 import signal
@@ -363,17 +364,21 @@ async def replay_call(
 
 
 def _line_frames(rec: Recording, n: int, timeout_s: float) -> Iterator[tuple[int, np.ndarray]]:
-    """The caller's frames, then silence until ``timeout_s`` past the
-    recording's end: the line stays open after the file stops, as it does
-    in a call. A recording cut (or a caller who stops talking) a moment
-    after the last word must still let the pause run its wait: without
-    frames no pause is ever judged, and the last turn was scored missed
-    whatever the detector (a real call's last turn, 50 ms of tail)."""
+    """The caller's frames, then silence until ``timeout_s`` past the last
+    caller turn's end where the file stops before that: the line stays
+    open after the recording ends, as it does in a call. A recording cut
+    (or a caller who hangs up) a moment after the last word must still let
+    the pause run its wait: without frames no pause is ever judged, and the
+    last turn was scored missed whatever the detector (a real call's last
+    turn, 50 ms of tail; two demo calls' last turns for silence-800)."""
     end = 0
     for start, chunk in rec.caller_frames(SAMPLE_RATE, n):
         end = start + n
         yield start, chunk
-    stop = end + int(timeout_s * SAMPLE_RATE)
+    turns = rec.caller_turns
+    if not turns:
+        return
+    stop = math.ceil((max(t.end for t in turns) + timeout_s) * SAMPLE_RATE)
     silence = np.zeros(n, dtype=np.float32)
     while end < stop:
         yield end, silence.copy()
