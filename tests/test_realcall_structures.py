@@ -18,6 +18,7 @@ import pytest
 
 from turnkit.replay.metrics import CallScore, aggregate
 from turnkit.replay.recording import Recording, load_recording
+from turnkit.replay.report.model import Result
 from turnkit.replay.simulator import ReplayConfig, replay_call
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,6 +145,10 @@ def test_turn_the_caller_went_on_from_is_not_missed(
     result = aggregate(spec, [score])
     assert result["missed_rate"] == 0.0
     assert result["continued_turns"] == 1
+    # The report's latency CDF counts the judged turns only: every one of
+    # them was answered, so the curve reaches 1.
+    view = Result.model_validate(result)
+    assert view.judged_turns() == len(view.answered_ms()) == len(rec.caller_turns) - 1
     # The caller heard an answer after their next turn, within the timeout
     # of the first one's end: nobody was stranded.
     assert second.response_ms / 1000 + second.end - first.end < 5.0

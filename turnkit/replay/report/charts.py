@@ -149,13 +149,14 @@ def paired_forest(comparisons: Sequence[Comparison], colours: dict[str, str]) ->
 
 
 def latency_cdf(results: Sequence[Result]) -> str | None:
-    """Each detector's share of all caller turns answered within x ms (a
-    curve that stops below 1 is the missed turns); None when no turn was
-    answered by any detector."""
+    """Each detector's share of the caller turns answered within x ms (a
+    curve that stops below 1 is the missed turns; turns the caller went on
+    from before any reply are left out); None when no turn was answered by
+    any detector."""
     series = []
     for i, r in enumerate(results):
         vals = r.answered_ms()
-        series.append((r.detector, colour(i), vals, max(r.turns, len(vals))))
+        series.append((r.detector, colour(i), vals, max(r.judged_turns(), len(vals))))
     if not any(s[2] for s in series):
         return None
     x_max = max(v for s in series for v in s[2])
