@@ -30,11 +30,13 @@ from turnkit_livekit.detectors import (
     turn_detector,
 )
 from turnkit_livekit.recorder import record_session
-from turnkit_livekit.session import TurnMetrics, attach
+from turnkit_livekit.session import Commit, DecisionCommitter, TurnMetrics, attach, turn_handling
 from turnkit_livekit.tools import GatedTools, gated_tools
 
 __all__ = [
     "BargeInFilter",
+    "Commit",
+    "DecisionCommitter",
     "GatedTools",
     "TurnMetrics",
     "TurnkitDetectorStream",
@@ -46,4 +48,5 @@ __all__ = [
     "interruption_options",
     "record_session",
     "turn_detector",
+    "turn_handling",
 ]

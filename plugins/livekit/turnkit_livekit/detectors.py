@@ -248,6 +248,10 @@ class TurnkitStreamingDetector:
         self.prediction_timeout_s = prediction_timeout_s
         self.threshold = unlikely_threshold
         self.on_signal = on_signal
+        # Hosts that execute the stream's decisions (turnkit_livekit.attach:
+        # the user-turn commit): called with (stream, signal) after LiveKit's
+        # predict() future has been resolved.
+        self.listeners: list[Callable[[TurnkitDetectorStream, SystemFrame], None]] = []
         self.streams: list[TurnkitDetectorStream] = []
 
     @property
@@ -519,6 +523,11 @@ class TurnkitDetectorStream:
                 pass  # hosts see it through on_signal
             if self._owner.on_signal is not None:
                 self._owner.on_signal(s)
+            for listen in list(self._owner.listeners):
+                try:
+                    listen(self, s)
+                except Exception:  # a host's bug must not stop the detector
+                    log.exception("%s: a listener failed on %s", self._owner.spec, type(s).__name__)
 
 
 def turn_detector(
