@@ -5,7 +5,11 @@
   decides (LiveKit's text protocol, where LiveKit owns the waits, only with
   ``livekit_waits=True``);
 * :func:`attach` — per-turn turnkit metrics into the user ``ChatMessage.metrics``,
-  caller transcripts and agent text fed to streaming detectors that read them;
+  caller transcripts and agent text fed to streaming detectors that read them,
+  and LiveKit's user-turn commit at turnkit's decision
+  (:class:`DecisionCommitter`; ``keep_livekit_waits=True`` keeps LiveKit's);
+* :func:`turn_handling` — ``AgentSession(turn_handling=...)`` for a turnkit
+  detector (no LiveKit delay on top of turnkit's; what the early commit needs);
 * :func:`gated_tools` — turnkit ``@tool`` functions as LiveKit function tools
   behind a :class:`turnkit.drafting.ToolGate`;
 * :func:`filter_barge_in` — turnkit's echo and acknowledgement filters decide
@@ -18,7 +22,7 @@ Example::
     from turnkit_livekit import attach, turn_detector
     detector = turn_detector("semantic-text")
     session = AgentSession(vad=..., stt=..., llm=..., tts=...,
-                           turn_handling={"turn_detection": detector})
+                           turn_handling=turn_handling(detector))
     attach(session, detector)
 """
 

@@ -24,9 +24,14 @@ ceiling, fallbacks) — exactly as ``turnkit replay`` runs it:
   a detector that reads words (``semantic-text``, ``llm-eou``, ``fused``)
   needs it. When LiveKit asks ``predict()`` at a pause, the future resolves
   with P(end)=1.0 as soon as the turnkit detector commits (at once if it
-  already has), and with 0.0 if the caller speaks first. Set
-  ``endpointing={"min_delay": ...}`` low (the decision is turnkit's) and
-  keep ``prediction_timeout_s`` as the longest wait.
+  already has), and with 0.0 if the caller speaks first. LiveKit asks only
+  once its own VAD has heard 200 ms of silence and acts on the answer only
+  after its VAD ends the speech segment; :func:`turnkit_livekit.attach`
+  therefore also has LiveKit commit the turn at the decision
+  (:class:`turnkit_livekit.session.DecisionCommitter`), with
+  :func:`turnkit_livekit.turn_handling`'s options (``min_delay`` 0,
+  interruption ``min_words`` 1). ``prediction_timeout_s`` stays LiveKit's
+  longest wait after its VAD's end of speech.
 * :class:`TurnkitTextDetector` — opt-in only (``turn_detector(spec,
   livekit_waits=True)``): LiveKit's **text** protocol, where **LiveKit owns
   the waits**. LiveKit asks ``predict_end_of_turn(chat_ctx)`` once its
@@ -46,10 +51,9 @@ Example::
     detector = turn_detector("semantic-text")
     session = AgentSession(
         vad=silero.VAD.load(min_silence_duration=0.3), stt=..., llm=..., tts=...,
-        turn_handling={"turn_detection": detector,
-                       "endpointing": {"min_delay": 0.2, "max_delay": 3.0}},
+        turn_handling=turn_handling(detector),
     )
-    attach(session, detector)   # transcripts and agent text to the detector
+    attach(session, detector)   # words and agent text in, the commit at the decision
 """
 
 from __future__ import annotations
@@ -320,6 +324,12 @@ class TurnkitDetectorStream:
             self._use(AudioTimeline())
         assert self._timeline is not None
         return self._timeline
+
+    @property
+    def speech_end(self) -> float:
+        """The end of the caller's last speech (the VAD's), as of the last
+        frame the detector was given, on its audio clock."""
+        return self._speech_end
 
     @property
     def closed(self) -> bool:

@@ -102,10 +102,12 @@ class DecisionCommitter:
     (``session.user_state == "speaking"``), LiveKit would wait for that
     segment to end before it even looks at the decision, so the committer
     calls ``session.commit_user_turn(transcript_timeout=0)`` now. If the
-    recogniser has words not yet final (an interim since the last final
-    transcript), it first waits for the final, at most ``transcript_timeout``
-    (the caller's words must not be cut in two turns); the caller resuming
-    (``TurnResumedFrame``) cancels the wait. Once LiveKit's VAD has ended the
+    recogniser may still have words to finalise — an interim since the last
+    final transcript, or no final since the caller's last speech ended (on
+    the detector's audio clock: an STT without interim results, or one not
+    yet heard from) — it first waits for the next final, at most
+    ``transcript_timeout`` (the caller's words must not be cut in two
+    turns); the caller resuming (``TurnResumedFrame``) cancels the wait. Once LiveKit's VAD has ended the
     segment, LiveKit's own end-of-turn task is already waiting on the
     resolved ``predict()`` and commits at once; the committer leaves it.
 
@@ -134,6 +136,7 @@ class DecisionCommitter:
         self.transcript_timeout = transcript_timeout
         self.commits: list[Commit] = []
         self._interim = False  # the recogniser has words not yet final
+        self._final_at = float("-inf")  # the last final transcript, on the detector's clock
         self._final = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._warned = False
@@ -170,6 +173,8 @@ class DecisionCommitter:
     def on_transcribed(self, ev: UserInputTranscribedEvent) -> None:
         if ev.is_final:
             self._interim = False
+            if self.detector.streams:
+                self._final_at = self.detector.streams[-1].clock.now()
             self._final.set()
         elif ev.transcript.strip():
             self._interim = True
@@ -181,7 +186,8 @@ class DecisionCommitter:
             self.cancel()
         elif isinstance(s, TurnEndFrame):
             self.cancel()
-            if self._interim and self.session.user_state == "speaking":
+            pending = self._interim or self._final_at < stream.speech_end
+            if pending and self.session.user_state == "speaking":
                 self._final.clear()
                 self._task = asyncio.get_running_loop().create_task(
                     self._after_final(s), name="turnkit-commit"
