@@ -132,6 +132,19 @@ class BargeInParams:
     # A short sound this many semitones above the caller's typical pitch
     # (off the agent's phrase boundaries) keeps its hold for the words.
     raised_pitch_st: float = 2.0
+    # A short sound at least this many dB above the caller's speech level
+    # (median of its voiced frames), off the agent's phrase boundaries,
+    # keeps its hold for the words too ("No, | that's wrong" said up).
+    # None: off. On the held-out tuning half no level separated bids from
+    # backchannels (bids gained only by stopping as many more
+    # backchannels); bench_barge_in's "audio+loud" row measures it.
+    loud_db: float | None = None
+    # A sound whose voiced frames sit (median) this many dB or more under
+    # the caller's speech level is residual echo the filter left, a murmur,
+    # a line sound: no hold from its audio and no confirm by its length;
+    # its words decide. Bids on the tuning half: -12.5 dB at the lowest;
+    # leaked echo: -18 to -23 dB.
+    faint_db: float = 15.0
     # Speech again after a held sound holds again once it is this long.
     restart_after_s: float = 0.2
     # Speculative holds on one segment; after these, its words decide.
@@ -173,6 +186,7 @@ class Evidence:
     restart: float | None = None  # speech again after a held sound, since
     long_held: bool = False  # the hold past max_backchannel_s was spent
     lexical: bool = False  # its words so far are acknowledgement words
+    early_hold: bool = False  # the hold now running is the early one (bid score)
 
     @property
     def duration(self) -> float:
@@ -409,6 +423,12 @@ class BargeInController:
             # The words so far are acknowledgement words ("yes", "oh" of
             # "oh okay"): the next word decides, not the audio.
             return Action.KEEP
+        if seg.score is not None and self.faint(seg):
+            # Judged once already (the early hold below) and far under the
+            # caller's own voice (residual echo the filter left, a murmur):
+            # no hold by its length; its words decide. The early hold itself
+            # is not gated: a polite bid can start soft ("Sorry, | not...").
+            return Action.KEEP
         if seg.holds >= p.max_holds:
             # Held (and released) enough times: no more gaps in the agent's
             # audio for this sound; its words decide, or its length (no
@@ -434,7 +454,9 @@ class BargeInController:
             seg.score = self.bid_score(seg)
             if seg.score >= self.params.bid_threshold:
                 return self._pause(
-                    f"audio evidence of a bid (score {seg.score:.2f})", speculative=True
+                    f"audio evidence of a bid (score {seg.score:.2f})",
+                    speculative=True,
+                    early=True,
                 )
         return Action.KEEP
 
@@ -531,6 +553,31 @@ class BargeInController:
             return False
         st = 12.0 * math.log2(float(np.median(voiced))) - self._pitch_st
         return st >= self.params.raised_pitch_st
+
+    def _rel_db(self, seg: Evidence) -> float | None:
+        """The segment's level (median of its voiced frames) against the
+        caller's speech level; None before either is known."""
+        if self.caller_level_db is None or not seg.energy_db:
+            return None
+        return float(np.median(seg.energy_db)) - self.caller_level_db
+
+    def loud(self, seg: Evidence) -> bool:
+        """The segment is said at ``loud_db`` or more above the caller's
+        speech level (median of its voiced frames) and not at a phrase
+        boundary of the agent's text: a competitive incoming is said up
+        ("No, | ...", "Sorry, | ..."); an acknowledgement is said under the
+        agent, at its boundaries."""
+        rel = self._rel_db(seg)
+        loud = self.params.loud_db
+        return loud is not None and rel is not None and not seg.at_boundary and rel >= loud
+
+    def faint(self, seg: Evidence) -> bool:
+        """The segment's voiced frames sit (median) ``faint_db`` or more
+        under the caller's speech level: residual echo of the agent, a
+        murmur, a line sound; not a bid by its audio (its words may still
+        be one). Nothing is faint before the caller's level is known."""
+        rel = self._rel_db(seg)
+        return rel is not None and rel <= -self.params.faint_db
 
     def _at_boundary(self, at: float) -> bool:
         """The agent is at (or just past) a phrase boundary of its text."""
@@ -644,21 +691,30 @@ class BargeInController:
             )
             if not ended and now >= self._hold_until - 1e-9:
                 ended = self._hold_quiet and (quiet or seg.quiet_since is not None)
-            if ended and seg.holds <= 1 and not seg.lexical and self.raised(seg):
-                # A short sound said high, off the agent's boundaries
-                # ("Sorry, | ..."): the pause stands for the words.
-                self._hold_until = None
-                self.reason = "short sound with a bid's raised pitch: the pause stands"
-                return Action.KEEP
+            if ended and seg.holds <= 1 and not seg.lexical:
+                # A short sound said high or loud, off the agent's
+                # boundaries ("Sorry, | ...", "No, | that's"): the pause
+                # stands for the words.
+                why = "raised pitch" if self.raised(seg) else "loudness" if self.loud(seg) else ""
+                if why:
+                    self._hold_until = None
+                    self.reason = f"short sound with a bid's {why}: the pause stands"
+                    return Action.KEEP
             if ended and now < self._hold_until - 1e-9:
                 return self._resume("short sound, no bid: agent goes on", held=seg)
             if now >= self._hold_until - 1e-9:
                 if ended:
                     return self._resume("speech broke off within the hold: agent goes on", held=seg)
+                if not seg.early_hold and self.faint(seg):
+                    return self._resume("faint sound through the hold: agent goes on", held=seg)
                 self._hold_until = None
                 self.reason = "speech past a backchannel's length: the pause stands"
             return Action.KEEP
-        if seg.duration >= p.confirm_after_s - 1e-9 and seg.quiet_since is None:
+        if (
+            seg.duration >= p.confirm_after_s - 1e-9
+            and seg.quiet_since is None
+            and not self.faint(seg)
+        ):
             # Long and still voiced now (not residual echo the VAD hangs on).
             self._floor = True
             return self._act(Action.CONFIRM, f"speech past {p.confirm_after_s:.2f} s")
@@ -666,12 +722,14 @@ class BargeInController:
             return self._resume("false interruption: no words followed")
         return Action.KEEP
 
-    def _pause(self, reason: str, speculative: bool = False) -> Action:
+    def _pause(self, reason: str, speculative: bool = False, early: bool = False) -> Action:
         self._paused = True
         self._paused_at = self.clock.now()
         self._hold_until = self._paused_at + self.params.hold_s if speculative else None
-        if speculative and self._seg is not None:
-            self._seg.holds += 1
+        if self._seg is not None:
+            self._seg.early_hold = early
+            if speculative:
+                self._seg.holds += 1
         self._hold_quiet = False
         return self._act(Action.PAUSE, reason)
 
