@@ -70,6 +70,7 @@ __all__ = [
     "ReplayInterrupted",
     "barge_in_filters",
     "call_seed",
+    "open_line_until",
     "replay_call",
     "replay_many",
 ]
@@ -363,6 +364,17 @@ async def replay_call(
     return score
 
 
+def open_line_until(rec: Recording, timeout_s: float) -> float:
+    """Until when (seconds on the call's timeline) a replay host feeds the
+    caller's line: to the end of caller.wav, and on in silence to the last
+    caller turn's end + ``timeout_s`` where the file stops before that
+    (the line stays open after a recording ends; nothing later can be
+    scored). Every host replaying a recording should feed this far, or
+    its last turn is never judged (see :func:`_line_frames`)."""
+    ends = [t.end for t in rec.caller_turns]
+    return max(rec.duration, max(ends) + timeout_s) if ends else rec.duration
+
+
 def _line_frames(rec: Recording, n: int, timeout_s: float) -> Iterator[tuple[int, np.ndarray]]:
     """The caller's frames, then silence until ``timeout_s`` past the last
     caller turn's end where the file stops before that: the line stays
@@ -375,10 +387,7 @@ def _line_frames(rec: Recording, n: int, timeout_s: float) -> Iterator[tuple[int
     for start, chunk in rec.caller_frames(SAMPLE_RATE, n):
         end = start + n
         yield start, chunk
-    turns = rec.caller_turns
-    if not turns:
-        return
-    stop = math.ceil((max(t.end for t in turns) + timeout_s) * SAMPLE_RATE)
+    stop = math.ceil(open_line_until(rec, timeout_s) * SAMPLE_RATE)
     silence = np.zeros(n, dtype=np.float32)
     while end < stop:
         yield end, silence.copy()
