@@ -45,9 +45,11 @@ async def main(calls: list[str], spec: str, hold: bool) -> None:
         "turnkit decisions (s)",
         "LiveKit commits (s)",
         "lag (ms)",
+        "final after decision (ms)",
         "held out",
         "replies cut",
         "committer",
+        "waited final",
     ):
         table.add_column(col)
     for call in calls:

@@ -145,8 +145,10 @@ async def run_commits(
     keep_livekit_waits: bool = False,
     hold: bool = False,
     min_silence_duration: float = 0.3,
+    **stt_options: Any,
 ) -> CommitRun:
-    """Run ``call`` through a real session in real time (see the module doc)."""
+    """Run ``call`` through a real session in real time (see the module doc);
+    ``stt_options`` go to :class:`~lk_harness.FakeOracleSTT`."""
     audio, manifest = load_call(call)
     src = HeldInput(audio)
     detector = turn_detector(spec)
@@ -171,7 +173,7 @@ async def run_commits(
     detector.listeners.append(on_signal)  # before attach's: stamped first
     session = AgentSession(
         vad=silero.VAD.load(min_silence_duration=min_silence_duration),
-        stt=FakeOracleSTT(manifest, src),
+        stt=FakeOracleSTT(manifest, src, **stt_options),
         llm=FakeLLM(),
         tts=FakeTTS(),
         turn_handling=turn_handling(detector, preemptive_generation={"enabled": False}),

@@ -122,13 +122,22 @@ class _Span:
 
 class FakeOracleSTT(stt.STT):
     """Fake streaming STT: the labelled words of ``call.json``, each as an
-    interim once the audio passed its end, each span final 150 ms after it."""
+    interim once the audio passed its end (``interims``), each span final
+    ``final_after_s`` (150 ms) after it."""
 
     def __init__(
-        self, call: dict[str, Any], source: WavAudioInput, *, backchannels: bool = False
+        self,
+        call: dict[str, Any],
+        source: WavAudioInput,
+        *,
+        backchannels: bool = False,
+        interims: bool = True,
+        final_after_s: float = 0.15,
     ) -> None:
-        super().__init__(capabilities=stt.STTCapabilities(streaming=True, interim_results=True))
+        super().__init__(capabilities=stt.STTCapabilities(streaming=True, interim_results=interims))
         self.source = source
+        self.interims = interims  # False: only finals, as a StreamAdapter-wrapped STT
+        self.final_after_s = final_after_s
         self.spans: list[_Span] = []
         for e in call["events"]:
             if e["type"] == "backchannel" and backchannels:
@@ -174,8 +183,9 @@ class _OracleStream(stt.RecognizeStream):
             heard = [w for w in span.words if w["end"] <= now]
             if len(heard) > said:
                 said = len(heard)
-                self._send(stt.SpeechEventType.INTERIM_TRANSCRIPT, heard)
-            if now >= span.end + 0.15:
+                if oracle.interims:
+                    self._send(stt.SpeechEventType.INTERIM_TRANSCRIPT, heard)
+            if now >= span.end + oracle.final_after_s:
                 self._send(stt.SpeechEventType.FINAL_TRANSCRIPT, span.words)
                 spans.pop(0)
                 said = 0

@@ -50,6 +50,20 @@ async def test_livekit_commits_on_the_frame_turnkit_decides() -> None:
     assert run.replies_interrupted == 0
 
 
+async def test_a_turn_is_committed_whole_when_its_words_come_late() -> None:
+    """An STT without interim results (a StreamAdapter-wrapped one) whose
+    final comes after turnkit decided: the committer waits for it, so
+    LiveKit commits each caller turn once, with all of its words (committed
+    at the decision, the last words would open a turn of their own)."""
+    run = await run_commits(CALL, "fused", hold=True, interims=False, final_after_s=0.35)
+    _, manifest = load_call(CALL)
+    turns = [e for e in manifest["events"] if e["type"] == "caller_turn"]
+    assert not run.held_out, f"LiveKit did not commit while held at {run.held_out}"
+    said = [" ".join(w["text"] for w in t["words"]) for t in turns]
+    assert [words for _, words in run.commits] == said
+    assert any(run.waited_final), run.how
+
+
 async def test_an_early_commit_only_where_livekit_can_take_it() -> None:
     audio, manifest = load_call(CALL)
     det = turn_detector("fused")

@@ -302,6 +302,7 @@ class TurnkitDetectorStream:
         self._foreign_warned = False
         self.frames = 0  # 32 ms frames given to the detector
         self._speech_end = 0.0  # the VAD's speech end as of the last frame given
+        self._speech_start = 0.0  # ... and the start of that speech
         self.reads_text = bool(getattr(self.detector.scorer, "reads_text", False))
         self._q: asyncio.Queue[rtc.AudioFrame | str | None] = asyncio.Queue()
         self._finals: list[str] = []  # the current turn's final transcripts
@@ -330,6 +331,11 @@ class TurnkitDetectorStream:
         """The end of the caller's last speech (the VAD's), as of the last
         frame the detector was given, on its audio clock."""
         return self._speech_end
+
+    @property
+    def speech_start(self) -> float:
+        """The start of the caller's last speech (the VAD's), as :attr:`speech_end`."""
+        return self._speech_start
 
     @property
     def closed(self) -> bool:
@@ -509,6 +515,7 @@ class TurnkitDetectorStream:
                 await self.clock.advance_to(audio.end)
                 self.frames += 1
                 self._speech_end = audio.vad.speech_end
+                self._speech_start = audio.vad.speech_start
                 try:
                     out = await self.detector.on_audio(audio, audio.vad)
                 except Exception:  # one bad frame must not end the call

@@ -102,12 +102,15 @@ class DecisionCommitter:
     (``session.user_state == "speaking"``), LiveKit would wait for that
     segment to end before it even looks at the decision, so the committer
     calls ``session.commit_user_turn(transcript_timeout=0)`` now. If the
-    recogniser may still have words to finalise — an interim since the last
-    final transcript, or no final since the caller's last speech ended (on
-    the detector's audio clock: an STT without interim results, or one not
-    yet heard from) — it first waits for the next final, at most
-    ``transcript_timeout`` (the caller's words must not be cut in two
-    turns); the caller resuming (``TurnResumedFrame``) cancels the wait. Once LiveKit's VAD has ended the
+    recogniser may still have words to finalise, it first waits for the
+    next final transcript, at most ``transcript_timeout`` (the caller's
+    words must not be cut in two turns); the caller resuming
+    (``TurnResumedFrame``) cancels the wait. Words may be pending (times on
+    the detector's audio clock) when the STT gives interim results and one
+    came after the last final, or none of its transcripts came since the
+    caller's last speech began; when it gives none (a ``StreamAdapter``
+    over a batch STT, whose final follows each speech end), when no final
+    came since the caller's last speech ended. Once LiveKit's VAD has ended the
     segment, LiveKit's own end-of-turn task is already waiting on the
     resolved ``predict()`` and commits at once; the committer leaves it.
 
@@ -137,6 +140,7 @@ class DecisionCommitter:
         self.commits: list[Commit] = []
         self._interim = False  # the recogniser has words not yet final
         self._final_at = float("-inf")  # the last final transcript, on the detector's clock
+        self._heard_at = float("-inf")  # the last transcript, interim or final, ditto
         self._final = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._warned = False
@@ -171,13 +175,22 @@ class DecisionCommitter:
         return None
 
     def on_transcribed(self, ev: UserInputTranscribedEvent) -> None:
+        now = self.detector.streams[-1].clock.now() if self.detector.streams else 0.0
         if ev.is_final:
             self._interim = False
-            if self.detector.streams:
-                self._final_at = self.detector.streams[-1].clock.now()
+            self._final_at = self._heard_at = now
             self._final.set()
         elif ev.transcript.strip():
             self._interim = True
+            self._heard_at = now
+
+    def words_pending(self, stream: TurnkitDetectorStream) -> bool:
+        """The recogniser may still have words of the caller's last speech to
+        finalise (see the class docstring)."""
+        stt = self.session.stt
+        if stt is not None and stt.capabilities.interim_results:
+            return self._interim or self._heard_at < stream.speech_start
+        return self._final_at < stream.speech_end
 
     def _on_signal(self, stream: TurnkitDetectorStream, s: SystemFrame) -> None:
         if not self.detector.streams or stream is not self.detector.streams[-1]:
@@ -186,8 +199,7 @@ class DecisionCommitter:
             self.cancel()
         elif isinstance(s, TurnEndFrame):
             self.cancel()
-            pending = self._interim or self._final_at < stream.speech_end
-            if pending and self.session.user_state == "speaking":
+            if self.words_pending(stream) and self.session.user_state == "speaking":
                 self._final.clear()
                 self._task = asyncio.get_running_loop().create_task(
                     self._after_final(s), name="turnkit-commit"
