@@ -77,7 +77,9 @@ log = logging.getLogger(__name__)
 # commit starts would be cut by the caller's own past speech (measured: every
 # reply of easy-order-status-01 interrupted). With min_words >= 1 LiveKit
 # needs a word of new speech (its transcript is cleared at the commit) first.
-MIN_VAD_SILENCE_S = 0.25  # LiveKit asks predict() at its VAD's 7th silent 32 ms window
+# LiveKit asks predict() once its VAD counted 7 silent 32 ms windows (224 ms),
+# at the 8th window's inference, before that window's END_OF_SPEECH check.
+MIN_VAD_SILENCE_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,12 +107,12 @@ class DecisionCommitter:
     recogniser may still have words to finalise, it first waits for the
     next final transcript, at most ``transcript_timeout`` (the caller's
     words must not be cut in two turns); the caller resuming
-    (``TurnResumedFrame``) cancels the wait. Words may be pending (times on
-    the detector's audio clock) when the STT gives interim results and one
-    came after the last final, or none of its transcripts came since the
-    caller's last speech began; when it gives none (a ``StreamAdapter``
-    over a batch STT, whose final follows each speech end), when no final
-    came since the caller's last speech ended. Once LiveKit's VAD has ended the
+    (``TurnResumedFrame``) cancels the wait. Words count as pending (times
+    on the detector's audio clock), for an STT with interim results, when an
+    interim came after the last final or no transcript came since the
+    caller's last speech began; for one without (a ``StreamAdapter`` over a
+    batch STT, whose final follows each speech end), when no final came
+    since the caller's last speech ended. Once LiveKit's VAD has ended the
     segment, LiveKit's own end-of-turn task is already waiting on the
     resolved ``predict()`` and commits at once; the committer leaves it.
 
