@@ -49,7 +49,7 @@ from turnkit.audio import FRAME_SAMPLES, SAMPLE_RATE
 from turnkit.audio.wav import read_wav
 from turnkit.barge_in.echo import EchoFilter, align_reference
 from turnkit.replay.recording import Recording
-from turnkit.replay.simulator import LabelPlanner, ReplayConfig
+from turnkit.replay.simulator import LabelPlanner, ReplayConfig, open_line_until
 
 __all__ = ["LiveKitRun", "replay_in_livekit"]
 
@@ -70,10 +70,22 @@ class LiveKitRun:
 
 
 class _Feed:
-    """The call's chunks and transcripts, in order; see the module doc."""
+    """The call's chunks and transcripts, in order; see the module doc. The
+    line stays open after caller.wav ends, in silence, as far as turnkit
+    replay feeds it (:func:`~turnkit.replay.simulator.open_line_until`)."""
 
-    def __init__(self, rec: Recording, agent_text: list[tuple[float, str]]) -> None:
+    def __init__(
+        self, rec: Recording, agent_text: list[tuple[float, str]], timeout_s: float
+    ) -> None:
         self.items = recording_frames(rec)
+        chunks = sum(1 for f in self.items if isinstance(f, InputAudioRawFrame))
+        stop = open_line_until(rec, timeout_s)
+        silence = bytes(2 * FRAME_SAMPLES)
+        while chunks * FRAME_SAMPLES / SAMPLE_RATE < stop - 1e-9:
+            self.items.append(
+                InputAudioRawFrame(audio=silence, sample_rate=SAMPLE_RATE, num_channels=1)
+            )
+            chunks += 1
         self.agent_text = sorted(agent_text)
         self.position = 0.0
 
@@ -191,7 +203,7 @@ async def replay_in_livekit(
     detector = turn_detector(spec)
     assert isinstance(detector, TurnkitStreamingDetector)
     run = LiveKitRun()
-    src = LockstepAudioInput(_Feed(rec, texts), detector, run)
+    src = LockstepAudioInput(_Feed(rec, texts, config.timeout_s), detector, run)
     src.use_echo(echo_of(rec, config))
     session: AgentSession = AgentSession(
         vad=silero.VAD.load(min_silence_duration=0.3),
