@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections.abc import Callable
@@ -69,7 +70,13 @@ from turnkit.replay.llm_source import ModelTTFT
 from turnkit.replay.metrics import CallScore, score_call
 from turnkit.replay.oracle import oracle_words
 from turnkit.replay.recording import Recording
-from turnkit.replay.simulator import ReplayConfig, barge_in_filters, call_seed, replay_agent
+from turnkit.replay.simulator import (
+    ReplayConfig,
+    barge_in_filters,
+    call_seed,
+    open_line_until,
+    replay_agent,
+)
 
 from turnkit_pipecat.engine import TurnkitTurnEngine
 from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUserTurnStopStrategy
@@ -82,7 +89,11 @@ def _compute(config: ReplayConfig) -> ComputeMode:
 
 
 def recording_frames(
-    rec: Recording, *, chunk_samples: int = 512, stt_delay_s: float = 0.0
+    rec: Recording,
+    *,
+    chunk_samples: int = 512,
+    stt_delay_s: float = 0.0,
+    until_s: float | None = None,
 ) -> list[Frame]:
     """The call as Pipecat would see it from a transport and an STT: 16-bit
     audio chunks at 16 kHz (the pipeline's input rate: a telephone
@@ -90,9 +101,13 @@ def recording_frames(
     the line's rate as turnkit replay's detector does), and after the chunk in which a word
     (plus ``stt_delay_s``) ends, an interim transcript (a final one for the
     last word before a pause). Word times and the utterance id ride in
-    ``result`` (see :meth:`TurnkitTurnEngine._transcript`)."""
+    ``result`` (see :meth:`TurnkitTurnEngine._transcript`). With ``until_s``,
+    silence follows the file to that time (the line stays open after the
+    recording ends: :func:`turnkit.replay.simulator.open_line_until`)."""
     audio = rec.caller_audio(SAMPLE_RATE)
     pcm = np.clip(np.round(audio * 32768.0), -32768, 32767).astype("<i2")
+    if until_s is not None and until_s * SAMPLE_RATE > len(pcm):
+        pcm = np.pad(pcm, (0, math.ceil(until_s * SAMPLE_RATE) - len(pcm)))
     words = sorted(oracle_words(rec), key=lambda w: w.end + stt_delay_s)
     frames: list[Frame] = []
     seg_words: dict[int, list[tuple[str, float, float]]] = {}
@@ -335,7 +350,11 @@ async def replay_in_pipecat(
         cancel_on_idle_timeout=False,
     )
     await agent.start_sim()
-    frames = recording_frames(rec, stt_delay_s=config.stt_delay_ms / 1000)
+    frames = recording_frames(
+        rec,
+        stt_delay_s=config.stt_delay_ms / 1000,
+        until_s=open_line_until(rec, config.timeout_s),
+    )
 
     async def feed() -> None:
         await feed_frames(task, engine, frames, agent)
