@@ -7,21 +7,28 @@ filters against Silero VAD per frame, and the WebRTC APM echo canceller
 echo filter's cost and echo reduction.
 
     python benchmarks/bench_barge_in.py [--workers 2] [--skip-filters] [--skip-echo]
-        [--sets demo-wb,demo-nb,held-wb,held-nb] [--configs audio+words]
+        [--sets demo-wb,demo-nb,tune-wb,tune-nb,held-wb,held-nb] [--configs audio+words]
 
 The audio-evidence table compares, in the same run, three configurations of
 :class:`~turnkit.barge_in.controller.BargeInController`: ``raw VAD`` (any
 onset stops: ``--no-filters``), ``words only`` (no early pause: a bid is
 decided by its words or by speech past a backchannel's length, as before
-the controller) and ``audio+words`` (the default: a speculative hold from
-the audio after ``pause_after_s``, words confirming). Columns: backchannels
+the controller), ``level off`` (the default without the faint rule: a
+sound far under the caller's level gets no hold by its length; the
+controller before it), ``audio+words`` (the default: a speculative hold
+from the audio after ``pause_after_s``, words confirming) and
+``audio+loud`` (the option ``loud_db=8``: a short sound 8 dB over the
+caller's level keeps its hold for the words). Columns: backchannels
 that stopped the agent (a resumed pause counts unless its gap was under
 150 ms), brief holds (under 150 ms, resumed: not stops, but audible),
 barge-in recall and stop latency from the labelled onset. It runs on the
 demo corpus (wideband, and its telephone-band copy) and on the report half
 of the held-out barge-in set (``scripts/gen_bargein_set.py``: 24 calls,
 48 bids, 48 backchannels, not the demo corpus; the controller was tuned on
-the other half), each with the recogniser 0 and 250 ms behind.
+the other half, which ``tune-wb``/``tune-nb`` report), each with the
+recogniser 0 and 250 ms behind. The issue's goal (item 7): stop p50 at
+most 300 ms with the recogniser 250 ms late, backchannels stopped at most
+10 %, echo and noise none.
 """
 
 from __future__ import annotations
@@ -120,7 +127,14 @@ def _audio_evidence(sets: dict[str, Path], only: list[str] | None = None) -> Non
     configs = {
         "raw VAD": BargeInParams(filters=False),
         "words only": BargeInParams(pause_after_s=10.0),
+        # The default without the faint rule (residual echo gets no hold by
+        # its length): the controller before it, in the same run.
+        "level off": BargeInParams(loud_db=None, faint_db=float("inf")),
         "audio+words": BargeInParams(),
+        # An option, off by default: a short sound 8 dB over the caller's
+        # level keeps its hold (it stopped more backchannels on the
+        # held-out report half than it saved in latency).
+        "audio+loud": BargeInParams(loud_db=8.0),
     }
     if only:
         unknown = [c for c in only if c not in configs]
@@ -205,14 +219,15 @@ def main() -> None:
     ap.add_argument("--skip-echo", action="store_true", help="skip the echo filter cost")
     ap.add_argument(
         "--sets",
-        default="demo-wb,demo-nb,held-wb,held-nb",
+        default="demo-wb,demo-nb,tune-wb,tune-nb,held-wb,held-nb",
         help="comma-separated: demo-wb, demo-nb, held-wb, held-nb (the held-out set's "
         "report half), tune-wb, tune-nb (its tuning half)",
     )
     ap.add_argument(
         "--configs",
         default="",
-        help="comma-separated subset of: raw VAD, words only, audio+words (default: all)",
+        help="comma-separated subset of: raw VAD, words only, level off, audio+words, "
+        "audio+loud (default: all)",
     )
     args = ap.parse_args()
     only = [x.strip() for x in args.configs.split(",") if x.strip()]

@@ -8,9 +8,12 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile as sf
 
 from turnkit.audio.vad import VADAnalyzer, VADStep
+from turnkit.audio.wav import read_wav
 from turnkit.barge_in.controller import Action, BargeInController, BargeInParams
 from turnkit.barge_in.lexicon import is_backchannel_prefix
 from turnkit.clock import VirtualClock
@@ -461,30 +464,98 @@ def _telephone_copy(name: str, tmp_path: Path) -> Recording:
     return load_recording(dst / name)
 
 
-def test_a_short_first_word_said_loud_keeps_its_hold_on_the_telephone(
+def test_loud_option_keeps_a_short_first_words_hold_on_the_telephone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Regression (issue 12 item 7): the telephone copy of bargein-friday-05,
-    # whole replay, recogniser 250 ms late. "Sorry, | actually make that
-    # Friday" breaks off after "Sorry" inside the speculative hold; on the
-    # phone band its pitch reads at the caller's own (the raised-pitch rule
-    # does not fire), and the recorded agent's reply ends 0.47 s after the
-    # onset, before "sorry" is recognised. Said ~12 dB above the caller's
-    # level (learnt from "Can I move my appointment..."), off the agent's
-    # phrase boundaries, the hold stands for the words: the agent stops
-    # when it paused (~0.3 s after the onset), long before the word comes.
-    # Before (no loudness rule) the hold was released and the agent talked
-    # on over the bid to its end.
+    # The loudness option (``loud_db``, off by default: on the held-out
+    # set's report half it stopped more backchannels than it saved in
+    # latency). The telephone copy of bargein-friday-05, whole replay,
+    # recogniser 250 ms late: "Sorry, | actually make that Friday" breaks
+    # off after "Sorry" inside the speculative hold; on the phone band its
+    # pitch reads at the caller's own (the raised-pitch rule does not
+    # fire), and the recorded agent's reply ends 0.47 s after the onset,
+    # before "sorry" is recognised. Said ~12 dB over the caller's level,
+    # with loud_db=8 the hold stands for the words: the agent stops when it
+    # paused, long before the word comes. Without it the agent talks on.
     rec = _telephone_copy("bargein-friday-05", tmp_path)
     assert rec.manifest.tags and "telephone" in rec.manifest.tags
     bid = rec.caller_turns[1]
     assert bid.text.startswith("Sorry") and bid.words is not None
-    on = _replay_with(rec, BargeInParams(), monkeypatch)
+    on = _replay_with(rec, BargeInParams(loud_db=8.0), monkeypatch)
     turn = on.turns[1]  # type: ignore[attr-defined]
     assert turn.barge_in and turn.barge_in_stopped
     recognised_ms = (bid.words[0].end + 0.25 - bid.start) * 1000
     assert turn.stop_latency_ms is not None and turn.stop_latency_ms < recognised_ms - 250
     # Its backchannels still never stop the agent.
     assert not [e for e in on.events if e.kind == "backchannel" and e.stopped]  # type: ignore[attr-defined]
-    off = _replay_with(rec, BargeInParams(loud_db=None), monkeypatch)
+    off = _replay_with(rec, BargeInParams(), monkeypatch)
     assert not off.turns[1].barge_in_stopped  # type: ignore[attr-defined]
+
+
+def _leaky_copy(name: str, tmp_path: Path, under_db: float = 20.0) -> Recording:
+    """The demo call as a microphone with no echo reference sends it: the
+    agent's own audio (agent.wav, 50 ms later) leaks into caller.wav at
+    ``under_db`` under the caller's speech level (residual echo a weak
+    canceller leaves), and the manifest names no agent.wav, so the replay
+    runs no echo filter: the controller alone judges the leak. Real WAVs,
+    mixed here; the labels are the call's own (the leak is not labelled)."""
+    import json
+
+    src = REC / name
+    manifest = json.loads((src / "call.json").read_text())
+    caller = load_recording(src).caller_audio(SR)
+    agent = read_wav(src / "agent.wav", SR)
+    agent = np.pad(agent, (0, max(0, len(caller) - len(agent))))[: len(caller)]
+    speech = np.concatenate(
+        [
+            caller[round(t["start"] * SR) : round(t["end"] * SR)]
+            for t in manifest["events"]
+            if t["type"] == "caller_turn"
+        ]
+    )
+    active = agent[np.abs(agent) > 1e-3]
+    gain = float(np.sqrt(np.mean(speech**2)) / np.sqrt(np.mean(active**2))) * 10 ** (-under_db / 20)
+    delay = round(0.05 * SR)
+    leak = np.concatenate([np.zeros(delay, np.float32), agent[:-delay]]) * gain
+    dst = tmp_path / name
+    dst.mkdir(parents=True)
+    sf.write(dst / "caller.wav", np.clip(caller + leak, -1.0, 1.0), SR)
+    manifest["audio"].pop("agent")
+    (dst / "call.json").write_text(json.dumps(manifest))
+    return load_recording(dst)
+
+
+def test_residual_echo_far_under_the_caller_never_holds_the_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression (issue 12 item 7: echo stopped none): phone-digits-02 with
+    # the agent's own audio leaking 20 dB under the caller and no echo
+    # reference, whole replay, recogniser 250 ms late. The leak is voiced
+    # and goes on for seconds, so the VAD hears "speech" past a
+    # backchannel's length: before, the controller held the agent on its
+    # own echo (6.8-8.1 s, resumed after 1.3 s) and stopped it by length
+    # (speech past 1.2 s at 25.9 s) with no caller speaking. The leak's
+    # voiced frames sit ~20 dB under the caller's level (faint): no hold
+    # by its length, no confirm by length. Every pause and stop now falls
+    # in the caller's own speech.
+    rec = _leaky_copy("phone-digits-02", tmp_path)
+    assert rec.agent_path is None
+    score = _replay_with(rec, BargeInParams(), monkeypatch)
+    spans = [(t.start, t.end) for t in rec.caller_turns] + [
+        (b.start, b.end) for b in rec.backchannels
+    ]
+
+    def in_caller_speech(t: float) -> bool:
+        return any(a - 0.1 <= t <= b + 0.6 for a, b in spans)
+
+    held = [
+        p0
+        for r in score.replies  # type: ignore[attr-defined]
+        for p0, _ in r["pauses"]
+    ] + [
+        r["stopped_at"]
+        for r in score.replies  # type: ignore[attr-defined]
+        if r["stop_reason"] == "interrupted"
+    ]
+    assert held, "the backchannel's brief hold at least"
+    assert [t for t in held if not in_caller_speech(t)] == []
