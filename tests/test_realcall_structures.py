@@ -127,28 +127,25 @@ def unheard_answer(tmp_path_factory: pytest.TempPathFactory) -> Recording:
 
 
 @pytest.mark.parametrize("spec", ["silence:stop_ms=800", "fused"])
-def test_turn_the_caller_went_on_from_is_not_missed(
+def test_turn_the_caller_went_on_from_is_missed_and_flagged(
     clerk_silent: Recording, unheard_answer: Recording, spec: str
 ) -> None:
     """A turn followed 0.3 s later by the caller's next one (the clerk said
-    nothing) is not missed: the caller was not left in silence, the wait
-    was cut short by the caller. It is counted as continued, with no
-    latency, and the next turn is answered. (Before: missed, 20% of the
-    call, for every detector.)"""
+    nothing) gets no reply before the caller goes on: by the recording
+    contract it is missed, and it is flagged ``continued`` so that a report
+    can tell such back-to-back misses from a caller left waiting. The next
+    turn is answered."""
     rec = clerk_silent
     score = _replay(rec, spec)
     first, second = score.turns[1], score.turns[2]
     assert second.start - first.end == pytest.approx(0.3, abs=0.01)
-    assert not first.missed
-    assert first.continued and first.response_ms is None
+    assert first.missed and first.continued and first.response_ms is None
     assert not second.missed and not second.continued and second.response_ms is not None
     result = aggregate(spec, [score])
-    assert result["missed_rate"] == 0.0
-    assert result["continued_turns"] == 1
-    # The report's latency CDF counts the judged turns only: every one of
-    # them was answered, so the curve reaches 1.
+    assert result["missed_rate"] == pytest.approx(1 / len(rec.caller_turns))
+    assert result["missed_caller_went_on"] == 1
     view = Result.model_validate(result)
-    assert view.judged_turns() == len(view.answered_ms()) == len(rec.caller_turns) - 1
+    assert view.judged_turns() == len(rec.caller_turns) == len(view.answered_ms()) + 1
     # The caller heard an answer after their next turn, within the timeout
     # of the first one's end: nobody was stranded.
     assert second.response_ms / 1000 + second.end - first.end < 5.0

@@ -71,8 +71,10 @@ class TurnScore:
     barge_in: bool = False  # started while the agent spoke
     barge_in_stopped: bool = False
     stop_latency_ms: float | None = None
-    # No reply before the caller's next turn began, within the timeout: the
-    # caller went on (back-to-back turns, the clerk silent); not missed.
+    # Missed, and the caller's next turn began within the timeout with the
+    # recorded clerk silent in between (back-to-back turns): still a miss,
+    # counted apart so that such structural misses can be told from a
+    # caller left waiting.
     continued: bool = False
 
     def row(self) -> dict[str, Any]:
@@ -324,15 +326,12 @@ def score_call(
             and not any(turn.start < a.start < nxt for a in agent_turns)
         ):
             # The caller spoke again, of their own accord (the recorded
-            # clerk said nothing in between), before the timeout ran out:
-            # the wait for a reply was cut short by the caller, who was not
-            # left in silence (a transcript's back-to-back turns). Whether
-            # a reply would have come by the timeout is unknown; the turn
-            # is "continued", neither missed nor answered, and the caller's
-            # next turn is judged in its place. Where the recorded agent
-            # did answer, the caller's next turn answers that reply, which
-            # the replayed agent never gave: a miss.
-            missed, continued = False, True
+            # clerk said nothing in between), before the timeout ran out.
+            # Still a miss by the recording contract ("no response within
+            # the replay's timeout after end"); flagged so that a report can
+            # say how many misses are such back-to-back turns (a 0.3 s gap
+            # no agent could answer) rather than callers left waiting.
+            continued = True
 
         score = TurnScore(
             call=rec.id,
@@ -498,9 +497,9 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
         "response_ms": _pct(responded, 50, 95),
         "interruption_rate": _rate(sum(t.interrupted for t in turns), n),
         "missed_rate": _rate(sum(t.missed for t in turns), n),
-        # Turns the caller went on from (their next turn began before any
-        # reply and before the timeout): neither missed nor answered.
-        "continued_turns": sum(t.continued for t in turns),
+        # Of the missed turns, those the caller went on from by themselves
+        # (next turn within the timeout, the recorded clerk silent too).
+        "missed_caller_went_on": sum(t.continued for t in turns),
         "eot_delay_ms": _pct(eot, 50, 95),
         "false_barge_in_rate": fbi,
         "false_barge_in_counts": fbi_counts,

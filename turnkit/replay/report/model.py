@@ -73,7 +73,7 @@ class TurnRow(_View):
     """One caller turn's row of ``per_turn``; the CDF reads its latency."""
 
     response_ms: float | None = None
-    continued: bool = False  # the caller went on before any reply: not judged
+    continued: bool = False  # missed, the caller went on by themselves (clerk silent)
 
 
 class Result(_View):
@@ -104,10 +104,10 @@ class Result(_View):
         return sorted(t.response_ms for t in self.per_turn if t.response_ms is not None)
 
     def judged_turns(self) -> int:
-        """Turns a reply was judged for: all but those the caller went on
-        from before any reply (``continued``), which are neither answered
-        nor missed."""
-        return self.turns - sum(t.continued for t in self.per_turn)
+        """Turns a reply was judged for: all of them (a turn the caller went
+        on from before any reply, ``continued``, is a miss by the recording
+        contract)."""
+        return self.turns
 
     def operating_point(self) -> tuple[float, float] | None:
         """(mean end-of-turn delay in ms, false-cutoff rate over all holds),
