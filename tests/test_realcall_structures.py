@@ -187,3 +187,22 @@ def test_agent_turn_cut_into_segments_replays_as_one(tmp_path: Path) -> None:
     assert figures(b) == figures(a)
     assert b.spurious_replies == a.spurious_replies == 0
     assert [r["stopped_at"] for r in b.replies] == [r["stopped_at"] for r in a.replies]
+
+
+@pytest.mark.parametrize("lead", [0.8, 1.3])
+def test_caller_answering_over_the_agents_last_words_gets_a_reply(
+    tmp_path: Path, lead: float
+) -> None:
+    """order-natural-15 with the caller's "Okay" said ``lead`` s before the
+    agent's reply ends, then nothing: fused commits while the agent still
+    talks (the Responder ignores that end), and when the reply plays to its
+    end the caller, who spoke last, is owed an answer
+    (``Responder.owed_end(completed=True)``). Before: missed, the caller
+    left in silence after the agent finished."""
+    call = rv.early_answer(rv.Call.load(RECORDINGS / "order-natural-15"), 3, lead)
+    rec = _save(call, tmp_path / "call", f"order-early-okay{lead}")
+    score = _replay(rec, "fused")
+    okay = score.turns[-1]
+    assert rec.caller_turns[-1].text.lower().startswith("okay")
+    assert not okay.missed, okay
+    assert okay.response_ms is not None

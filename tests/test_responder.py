@@ -503,3 +503,30 @@ async def test_an_end_ignored_while_talking_is_owed_once_the_agent_stops(engine:
     assert r.owed_end() is None
     await r.aclose()
     await r.client.aclose()
+
+
+async def test_fake_an_end_over_a_replys_last_words_is_owed_when_it_completes() -> None:
+    """A reply that plays to its end owes an answer only to a caller turn
+    that ended in its last ``owed_after_reply_s`` (the caller spoke last,
+    over the closing words); a murmur earlier in the reply is not a turn.
+    (Fake transport: the rule is the Responder's bookkeeping, on a virtual
+    clock.)"""
+    from turnkit.clock import VirtualClock
+
+    sent: list[list[dict]] = []  # type: ignore[type-arg]
+    client = ChatClient("http://fake.invalid/v1", transport=fake_reply_transport(sent))  # type: ignore[arg-type]
+    clock = VirtualClock()
+    r = Responder(client, clock, emit=Out(), params=ResponderParams(owed_after_reply_s=1.5))
+    r.on_agent_audio(True)
+    assert await r.on_end("uh-huh") is None  # early in the reply
+    await clock.advance_to(4.0)
+    r.on_agent_audio(False)
+    assert r.owed_end(completed=True) is None  # 4 s before the reply ended
+    r.on_agent_audio(True)
+    assert await r.on_end("okay") is None
+    await clock.advance_to(5.0)
+    r.on_agent_audio(False)
+    assert r.owed_end(completed=True) == "okay"  # 1 s before it ended
+    assert r.owed_end(completed=True) is None  # asked once
+    await r.aclose()
+    await client.aclose()

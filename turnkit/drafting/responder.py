@@ -204,6 +204,14 @@ class ResponderParams(BaseModel):
     history_tokens: int | None = Field(
         None, ge=16, description="and at most about this many tokens of them (chars / 4)"
     )
+    owed_after_reply_s: float = Field(
+        1.5,
+        ge=0,
+        description=(
+            "a turn end ignored this close to a reply's natural end is answered when the "
+            "reply ends (the caller spoke last: 'Okay' over the agent's last words)"
+        ),
+    )
 
 
 @dataclass(slots=True)
@@ -284,6 +292,7 @@ class Responder:
         self._tasks: set[asyncio.Task[None]] = set()
         self.agent_speaking = False
         self._owed: str | None = None  # a turn end ignored while the agent talked
+        self._owed_at = 0.0  # when it was ignored (clock time)
 
     # -- evidence --------------------------------------------------------------
 
@@ -332,6 +341,7 @@ class Responder:
             # Owed an answer if the agent stops for this speech before the
             # caller speaks again (see owed_end).
             self._owed = text
+            self._owed_at = self.clock.now()
             if self.drafter is not None:
                 self.drafter.on_ignored()
                 self._reap()
@@ -371,18 +381,30 @@ class Responder:
         self._release(req)
         return req.reply_id
 
-    def owed_end(self) -> str | None:
+    def owed_end(self, completed: bool = False) -> str | None:
         """The words of a caller turn whose end came while the agent was
-        still talking (ignored then: it looked like a backchannel) and for
-        which the agent has since stopped — a bid whose words arrived after
-        its end (a late recogniser). No caller speech since: the host should
-        answer it now with :meth:`on_end` (the replay's agent,
-        :class:`ResponderProcessor` and the Deepgram host do); otherwise the
-        caller, who has finished, would get no reply at all. Asked once: the
-        answer is cleared."""
+        still talking (ignored then: it looked like a backchannel), now that
+        the agent's audio has stopped, with no caller speech since: the host
+        should answer it now with :meth:`on_end`, or the caller, who has
+        finished, gets no reply at all. Asked once: the answer is cleared.
+
+        After a barge-in stop (``completed`` False) the agent stopped for that
+        speech — a bid whose words arrived after its end (a late recogniser).
+        After a reply that played to its end (``completed`` True) only an end
+        ignored in its last ``owed_after_reply_s`` is owed: the caller spoke
+        last, over the agent's closing words ("Okay" as it finishes), and the
+        floor is theirs; a murmur from earlier in the reply is not a turn.
+        Every host asks both (the replay's agent, :class:`ResponderProcessor`,
+        the Deepgram host)."""
         if self.agent_speaking:
             return None
         owed, self._owed = self._owed, None
+        if (
+            owed is not None
+            and completed
+            and self.clock.now() - self._owed_at > self.params.owed_after_reply_s
+        ):
+            return None
         return owed
 
     def on_interrupted(self) -> None:
@@ -716,6 +738,8 @@ class ResponderProcessor(FrameProcessor):
             r.on_agent_audio(True)
         elif isinstance(frame, AgentAudioStoppedFrame):
             r.on_agent_audio(False)
+            if frame.reason == "completed" and r.owed_end(completed=True) is not None:
+                await r.on_end(self.transcript)  # the caller spoke over its last words
         elif isinstance(frame, InterruptionFrame):
             r.on_interrupted()
             if r.owed_end() is not None:

@@ -222,10 +222,13 @@ class SimulatedAgent(FrameProcessor):
             reply.stopped_at = paused_at  # its audio stopped when it paused
             await self._answer_owed()
 
-    async def _answer_owed(self) -> None:
+    async def _answer_owed(self, completed: bool = False) -> None:
         """The agent stopped for a bid whose turn had already ended (its
-        end was ignored while the agent talked): answer that turn now."""
-        text = self._r().owed_end()
+        end was ignored while the agent talked), or finished a reply the
+        caller spoke over at its close: answer that turn now (the
+        Responder's :meth:`~turnkit.drafting.responder.Responder.owed_end`
+        decides whether it is owed)."""
+        text = self._r().owed_end(completed=completed)
         if text is None:
             return
         now = self.clock.now()
@@ -381,6 +384,8 @@ class SimulatedAgent(FrameProcessor):
         await self.push_frame(
             AgentAudioStoppedFrame(at=self.clock.now(), reply_id=reply.id, reason=reason)
         )
+        if reason == "completed":
+            await self._answer_owed(completed=True)
 
     def _end(self, reply: Reply, reason: str) -> None:
         reply.stopped_at = self.clock.now()

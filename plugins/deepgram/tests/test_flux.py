@@ -219,8 +219,37 @@ async def test_agent_talking_rule_behind_flux(tmp_path: Path) -> None:
         for frame in mapper.map(m.message):
             await host.handle(frame)
     assert host.turns == [] and host.responder.stats.ignored_ends >= 1
+    # The agent talks on for 3 s after the caller's last end: that end was
+    # not over its closing words, so nothing is owed when it stops.
+    await clock.advance_to(clock.now() + 3.0)
     await host.handle(AgentAudioStoppedFrame(at=clock.now(), reply_id=99))
+    assert host.turns == []
     await host.handle(TurnEndFrame(at=clock.now()))
+    assert len(host.turns) == 1
+    await host.aclose()
+
+
+async def test_an_end_over_the_agents_last_words_is_answered_when_it_stops(
+    tmp_path: Path,
+) -> None:
+    """The caller's turn ended over the agent's closing words (the agent's
+    audio stops right after Flux's last EndOfTurn, reason completed): the
+    host answers it then (``Responder.owed_end(completed=True)``), or the
+    caller, who spoke last, would get no reply."""
+    from turnkit.frames import AgentAudioStartedFrame, AgentAudioStoppedFrame
+    from turnkit_deepgram import DraftingHost
+
+    msgs, _plans = load_flux_jsonl(_stream(tmp_path))
+    clock = VirtualClock()
+    mapper = FluxTurnMapper(clock)
+    host = DraftingHost(clock, StandInEngine(clock))
+    await host.handle(AgentAudioStartedFrame(at=0.0, reply_id=99))
+    for m in msgs:
+        await clock.advance_to(max(clock.now(), m.at))
+        for frame in mapper.map(m.message):
+            await host.handle(frame)
+    assert host.turns == []
+    await host.handle(AgentAudioStoppedFrame(at=clock.now(), reply_id=99))
     assert len(host.turns) == 1
     await host.aclose()
 

@@ -16,7 +16,9 @@ host decides nothing; it maps frames to the Responder's evidence:
 * ``TurnEndFrame`` (Flux ``EndOfTurn``) → ``on_end``: the draft is released
   or a fresh request starts;
 * ``AgentAudioStartedFrame`` / ``AgentAudioStoppedFrame`` → ``on_agent_audio``
-  (from your output: while the agent talks, an end is not a turn);
+  (from your output: while the agent talks, an end is not a turn); a reply
+  that played to its end (``reason="completed"``) is followed by ``on_end``
+  where the caller's turn ended over its last words (``owed_end(completed=True)``);
 * ``InterruptionFrame`` → ``on_interrupted`` (a barge-in), then ``on_end`` if a
   turn that ended while the agent talked is owed an answer (``owed_end``).
 
@@ -143,6 +145,8 @@ class DraftingHost:
             r.on_agent_audio(True)
         elif isinstance(frame, AgentAudioStoppedFrame):
             r.on_agent_audio(False)
+            if frame.reason == "completed" and r.owed_end(completed=True) is not None:
+                await self._end(frame.at)  # the caller spoke over its last words
         elif isinstance(frame, InterruptionFrame):
             r.on_interrupted()
             if r.owed_end() is not None:
