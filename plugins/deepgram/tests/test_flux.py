@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deepgram.listen.v2.types import ListenV2TurnInfo
@@ -203,10 +204,10 @@ async def test_tool_gate_behind_flux(tmp_path: Path) -> None:
     assert len(result.replies) == len(plans)
 
 
-async def test_agent_talking_rule_behind_flux(tmp_path: Path) -> None:
-    """While the agent's audio plays, Flux's EndOfTurn for speech it talked
-    through is not a turn (the rule the old host dropped)."""
-    from turnkit.frames import AgentAudioStartedFrame, AgentAudioStoppedFrame
+async def _caller_under_the_agent(tmp_path: Path) -> tuple[Any, VirtualClock]:
+    """A DraftingHost fed a whole Flux stream while the agent's audio plays
+    (it started before the caller's first word and has not stopped)."""
+    from turnkit.frames import AgentAudioStartedFrame
     from turnkit_deepgram import DraftingHost
 
     msgs, _plans = load_flux_jsonl(_stream(tmp_path))
@@ -218,6 +219,15 @@ async def test_agent_talking_rule_behind_flux(tmp_path: Path) -> None:
         await clock.advance_to(max(clock.now(), m.at))
         for frame in mapper.map(m.message):
             await host.handle(frame)
+    return host, clock
+
+
+async def test_agent_talking_rule_behind_flux(tmp_path: Path) -> None:
+    """While the agent's audio plays, Flux's EndOfTurn for speech it talked
+    through is not a turn (the rule the old host dropped)."""
+    from turnkit.frames import AgentAudioStoppedFrame
+
+    host, clock = await _caller_under_the_agent(tmp_path)
     assert host.turns == [] and host.responder.stats.ignored_ends >= 1
     # The agent talks on for 3 s after the caller's last end: that end was
     # not over its closing words, so nothing is owed when it stops.
@@ -236,18 +246,9 @@ async def test_an_end_over_the_agents_last_words_is_answered_when_it_stops(
     audio stops right after Flux's last EndOfTurn, reason completed): the
     host answers it then (``Responder.owed_end(completed=True)``), or the
     caller, who spoke last, would get no reply."""
-    from turnkit.frames import AgentAudioStartedFrame, AgentAudioStoppedFrame
-    from turnkit_deepgram import DraftingHost
+    from turnkit.frames import AgentAudioStoppedFrame
 
-    msgs, _plans = load_flux_jsonl(_stream(tmp_path))
-    clock = VirtualClock()
-    mapper = FluxTurnMapper(clock)
-    host = DraftingHost(clock, StandInEngine(clock))
-    await host.handle(AgentAudioStartedFrame(at=0.0, reply_id=99))
-    for m in msgs:
-        await clock.advance_to(max(clock.now(), m.at))
-        for frame in mapper.map(m.message):
-            await host.handle(frame)
+    host, clock = await _caller_under_the_agent(tmp_path)
     assert host.turns == []
     await host.handle(AgentAudioStoppedFrame(at=clock.now(), reply_id=99))
     assert len(host.turns) == 1
