@@ -62,7 +62,7 @@ async def run_session(
     setup: Any = None,
     until: Any = None,
 ) -> dict[str, Any]:
-    """``until(out)``: after the audio, also wait (60 s at most) for this
+    """``until(out)``: after the audio, also wait (240 s at most) for this
     event, e.g. a real engine's reply played, however slow the machine."""
     audio, call = load_call(CALL)
     src = WavAudioInput(audio, 0.0, end_s)
@@ -92,7 +92,7 @@ async def run_session(
     await session.start(Agent(instructions="You take bookings.", tools=tools or []), record=False)
     await asyncio.wait_for(src.done.wait(), end_s + 10)
     if until is not None:
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(240):
             while not until(out):
                 await asyncio.sleep(0.02)
     await asyncio.sleep(1.0)
