@@ -244,3 +244,15 @@ def test_sweep_reports_operating_points_with_the_silence_baseline(tmp_path: Path
         "latency_at_10pct_ms",
     }
     assert [r["detector"] for r in doc["results"]] == ["silence:stop_ms=500"]
+
+
+def test_missed_column_tells_turns_the_caller_went_on_from() -> None:
+    """The summary's missed column counts, beside the rate, the missed turns
+    the caller went on from by themselves (nobody could have answered them
+    before the caller spoke again), so a reader can tell them from a caller
+    left waiting; with none, the rate alone."""
+    from turnkit.cli.replay import _missed
+
+    assert _missed({"missed_rate": 2 / 50, "missed_caller_went_on": 2}) == "4.0% (2 went on)"
+    assert _missed({"missed_rate": 1 / 50, "missed_caller_went_on": 0}) == "2.0%"
+    assert _missed({"missed_rate": 0.0}) == "0.0%"

@@ -470,7 +470,7 @@ def _print_results(
             _fmt(r["response_ms"]["p95"], " ms"),
             _fmt(r["response_ms"]["mean"], " ms"),
             _fmt(r["interruption_rate"], pct=True),
-            _fmt(r["missed_rate"], pct=True),
+            _missed(r),
             _fmt(r["eot_delay_ms"]["p50"], " ms"),
             " / ".join(_fmt(fbi[k], pct=True) for k in ("backchannel", "echo", "noise")),
             _fmt(r["barge_in_recall"], pct=True),
@@ -478,6 +478,15 @@ def _print_results(
             "—" if speed is None else f"{speed:.0f}×",
         )
     out.print(table)
+
+
+def _missed(r: dict[str, Any]) -> str:
+    """The missed rate, and how many of those turns the caller went on from
+    by themselves (spoke again within the timeout: no detector could have
+    answered before them)."""
+    rate = _fmt(r["missed_rate"], pct=True)
+    went_on = r.get("missed_caller_went_on") or 0
+    return f"{rate} ({went_on} went on)" if went_on else rate
 
 
 def _ci(d: dict[str, Any], pct: bool = False) -> str:
@@ -583,7 +592,7 @@ def _print_turns(results: list[dict[str, Any]]) -> None:
                 _fmt(t["response_ms"], " ms"),
                 _fmt(t["eot_delay_ms"], " ms"),
                 str(t["cutoffs"]),
-                "yes" if t["missed"] else "",
+                ("yes, caller went on" if t.get("continued") else "yes") if t["missed"] else "",
             )
         out.print(table)
 
