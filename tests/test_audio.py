@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from turnkit.audio.wav import AudioError, iter_frames, read_wav
+from turnkit.audio.wav import AudioError, iter_frames, iter_wav_frames, read_wav
 
 SR = 16000
 
@@ -93,6 +93,19 @@ def test_supported_rates_are_resampled_to_16k_keeping_duration_and_pitch(tmp_pat
     # amplitude survives resampling (away from the filter's edge effects)
     mid = y[len(y) // 4 : 3 * len(y) // 4]
     assert np.max(np.abs(mid)) == pytest.approx(0.5, abs=0.02)
+
+
+def test_resampled_audio_is_read_on_16_bit_levels(tmp_path):
+    """An 8 kHz file reaches the detectors at 16 kHz on 16-bit PCM levels,
+    as a host's transport delivers it (Pipecat's and LiveKit's frames are
+    int16): the replay and the hosts then feed Smart Turn the same samples
+    (a sub-LSB difference moved its P(complete) by 0.15 on a demo call)."""
+    path = tmp_path / "tel.wav"
+    sf.write(path, 0.01 * noise(8000), 8000, subtype="PCM_16")
+    y = read_wav(path)
+    np.testing.assert_array_equal(y * 32768.0, np.round(y * 32768.0))
+    blocks = np.concatenate([b for _, b in iter_wav_frames(path, SR, 512)])
+    np.testing.assert_array_equal(blocks[: len(y)], y)
 
 
 def test_read_wav_resamples_to_a_requested_rate(tmp_path):

@@ -195,3 +195,16 @@ async def test_unfinished_text_sends_no_early_eager() -> None:
     await d.frames(0.95, 0.3)
     out = await d.frames(0.02, 0.2)
     assert not any(isinstance(f, TurnEagerFrame) for f in out)
+
+
+@pytest.mark.parametrize("call", ["easy-order-status-01", "phone-digits-02"])
+async def test_fused_does_not_answer_a_greeting_before_the_request(call: str) -> None:
+    """The caller opens with "Hi," and a quarter-second pause before saying
+    why they called: a greeting is not the turn, so ``fused`` (text, and
+    Smart Turn where installed) waits through that pause — the agent answered
+    "Hi" over the request before the semantic-text model learnt greetings."""
+    rec = load_recording(CORPUS / call)
+    first = rec.caller_turns[0]
+    assert first.text.lower().startswith("hi,") and first.holds
+    score = await replay_call(rec, "fused", ReplayConfig(compute="fixed"))
+    assert score.turns[0].cutoffs == 0 and not score.turns[0].missed

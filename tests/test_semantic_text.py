@@ -229,6 +229,17 @@ def test_trailing_conjunctions_fillers_and_thinking_are_unfinished(model, text):
     assert model.predict(text, "How can I help?") < model.threshold
 
 
+@pytest.mark.parametrize("greeting", ["hi", "hello", "yes hi", "good morning"])
+@pytest.mark.parametrize("agent", ["", "Thanks for calling, how can I help you today?"])
+def test_v2_a_greeting_before_the_reason_for_the_call_is_unfinished(greeting, agent):
+    """Opening the call, or asked an open "how can I help?", a caller who
+    says "hi," goes on with why they called: the greeting alone is a hold,
+    the greeting with the request an end (v2; v1 reads "hi" as finished)."""
+    m = SemanticTextModel.load("v2")
+    assert m.predict(greeting, agent) < m.threshold
+    assert m.predict(f"{greeting} i'm calling about a charge on my bill", agent) >= m.threshold
+
+
 def test_agent_context_reads_question_kinds():
     assert "A:yn" in agent_context("Okay. Is that right?")
     assert "A:wh" in agent_context("What's your card number?")

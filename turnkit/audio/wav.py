@@ -37,6 +37,7 @@ __all__ = [
     "iter_frames",
     "iter_wav_blocks",
     "iter_wav_frames",
+    "on_pcm16_grid",
     "open_wav",
     "read_wav",
     "resample",
@@ -81,6 +82,15 @@ def resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
     if src_rate == dst_rate:
         return audio.astype(np.float32, copy=False)
     return soxr.resample(audio, src_rate, dst_rate, quality="HQ").astype(np.float32, copy=False)
+
+
+def on_pcm16_grid(audio: np.ndarray) -> np.ndarray:
+    """``audio`` rounded to 16-bit PCM levels (k / 32768), as a host's
+    transport delivers resampled audio (Pipecat and LiveKit pass int16
+    frames). The replay reads resampled files so, or its detectors would
+    hear sub-LSB detail no host hears: Smart Turn's P(complete) moves by up
+    to 0.15 on such a difference in a quiet recording."""
+    return (np.clip(np.round(audio * 32768.0), -32768, 32767) / 32768.0).astype(np.float32)
 
 
 def resampled_length(frames: int, src_rate: int, dst_rate: int) -> int:
@@ -196,8 +206,9 @@ def iter_wav_blocks(
 ) -> Iterator[np.ndarray]:
     """``path`` as mono float32 blocks at ``sample_rate``, read and resampled
     a block at a time; concatenated they equal :func:`read_wav`'s array
-    (same length; resampled in one stream). Raises :class:`AudioError` as
-    soon as a block is bad."""
+    (same length; resampled in one stream, on 16-bit levels:
+    :func:`on_pcm16_grid`). Raises :class:`AudioError` as soon as a block is
+    bad."""
     path = Path(path)
     stream: soxr.ResampleStream | None = None
     src = 0
@@ -214,7 +225,7 @@ def iter_wav_blocks(
         out = stream.resample_chunk(mono, last=False)
         produced += len(out)
         if len(out):
-            yield out
+            yield on_pcm16_grid(out)
     if stream is not None:
         tail = stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
         want = resampled_length(src, rate, sample_rate)
@@ -222,7 +233,7 @@ def iter_wav_blocks(
             tail = np.pad(tail, (0, want - produced - len(tail)))
         tail = tail[: max(0, want - produced)]
         if len(tail):
-            yield tail.astype(np.float32, copy=False)
+            yield on_pcm16_grid(tail)
 
 
 def iter_wav_frames(
@@ -283,6 +294,8 @@ def iter_frames(audio: np.ndarray, frame_samples: int) -> Iterator[tuple[int, np
         if len(frame) < frame_samples:
             frame = np.pad(frame, (0, frame_samples - len(frame)))
         yield start, frame
+
+
 def check_not_truncated(path: Path) -> None:
     """libsndfile silently reads what is there when a WAV is cut short; a
     replay of half a call would then be scored as if it were whole. Compare

@@ -24,16 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-from livekit import rtc
 from livekit.agents import Agent, AgentSession, llm
 from livekit.plugins import silero
 from lk_harness import (
-    SR,
     CaptureAudioOutput,
     FakeLLM,
     FakeOracleSTT,
@@ -102,31 +98,6 @@ def summary(runs: list[CommitRun]) -> dict[str, float]:
     }
 
 
-class HeldInput(WavAudioInput):
-    """:class:`WavAudioInput` whose next frame can wait for an event (see the
-    module doc); the real-time pace resumes after a hold."""
-
-    def __init__(self, audio: np.ndarray) -> None:
-        super().__init__(audio)
-        self.hold: Any = None  # async () -> None, awaited before each frame
-
-    async def __anext__(self) -> rtc.AudioFrame:
-        step = int(FRAME_S * SR)
-        if self.t0 is None:
-            self.t0 = time.monotonic()
-        await asyncio.sleep(max(0.0, self.t0 + self.n / SR - time.monotonic()))
-        if self.hold is not None:  # right before the frame is handed over
-            t = time.monotonic()
-            await self.hold()
-            self.t0 += time.monotonic() - t  # the pace resumes where it stood
-        chunk = self.pcm[self.n : self.n + step]
-        if len(chunk) < step:
-            self.done.set()
-            chunk = np.concatenate([chunk, np.zeros(step - len(chunk), np.int16)])
-        self.n += step
-        return rtc.AudioFrame(chunk.tobytes(), SR, 1, step)
-
-
 class _Agent(Agent):
     def __init__(self, on_commit: Any) -> None:
         super().__init__(instructions="You answer briefly.")
@@ -150,7 +121,7 @@ async def run_commits(
     """Run ``call`` through a real session in real time (see the module doc);
     ``stt_options`` go to :class:`~lk_harness.FakeOracleSTT`."""
     audio, manifest = load_call(call)
-    src = HeldInput(audio)
+    src = WavAudioInput(audio)
     detector = turn_detector(spec)
     run = CommitRun(call, keep_livekit_waits)
     committed = asyncio.Event()

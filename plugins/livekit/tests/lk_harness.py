@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ class WavAudioInput(AudioInput):
     """Caller audio from a WAV, 20 ms frames at real-time pace (then silence).
 
     ``position`` is the audio time (s) of the samples handed to LiveKit so far.
+    ``hold`` (an ``async () -> None``, default none) is awaited right before
+    each frame is handed over; the real-time pace resumes where it stood.
     """
 
     def __init__(self, audio: np.ndarray, start_s: float = 0.0, end_s: float | None = None):
@@ -51,6 +54,7 @@ class WavAudioInput(AudioInput):
         self.n = 0
         self.t0: float | None = None
         self.done = asyncio.Event()
+        self.hold: Callable[[], Awaitable[None]] | None = None
 
     @property
     def position(self) -> float:
@@ -62,6 +66,10 @@ class WavAudioInput(AudioInput):
             self.t0 = time.monotonic()
         due = self.t0 + self.n / SR
         await asyncio.sleep(max(0.0, due - time.monotonic()))
+        if self.hold is not None:
+            t = time.monotonic()
+            await self.hold()
+            self.t0 += time.monotonic() - t
         chunk = self.pcm[self.n : self.n + step]
         if len(chunk) < step:
             self.done.set()

@@ -21,6 +21,7 @@ from livekit.agents.voice.turn import _StreamingTurnDetector, _StreamingTurnDete
 from livekit.plugins import silero
 
 from turnkit.clock import RealClock
+from turnkit.detectors.semantic_text import DEFAULT_THRESHOLD
 from turnkit.drafting import ToolGate, tool
 from turnkit.frames import TurnEagerFrame, TurnEndFrame
 from turnkit_livekit import (
@@ -271,7 +272,7 @@ async def test_session_semantic_text_streams_through_turnkit_endpointing() -> No
     assert all(e.at > 5.5 for e in ends[1:])
     # turnkit's endpointing decided, after the turn's end and not in the hold
     assert end.at > TURN_END
-    assert end.probability is not None and end.probability >= 0.43
+    assert end.probability is not None and end.probability >= DEFAULT_THRESHOLD
     assert stream.end_silence_ms[id(end)] == pytest.approx(250, abs=40)  # min_wait_ms
     # LiveKit committed on turnkit's decision (audio time of the commit
     # within LiveKit's min_delay and a frame of slack of it)

@@ -200,7 +200,11 @@ async def replay_in_livekit(
     are read by the caller (a :class:`parity_trace.Watch`)."""
     planner = LabelPlanner(rec, config.default_reply_s)
     texts = [(at, planner.reply_text(turn)) for at, turn in agent_started]
-    detector = turn_detector(spec)
+    # A telephone recording reaches LiveKit resampled to 16 kHz (a SIP
+    # participant): the deployment says the line's rate, as turnkit replay
+    # reads it from the file, so the audio evidence is weighed alike.
+    rate = rec.caller_rate
+    detector = turn_detector(spec, line_rate=rate if rate is not None and rate < 16000 else None)
     assert isinstance(detector, TurnkitStreamingDetector)
     run = LiveKitRun()
     src = LockstepAudioInput(_Feed(rec, texts, config.timeout_s), detector, run)

@@ -311,11 +311,16 @@ async def replay_in_pipecat(
     strategies and score it exactly as ``turnkit replay`` does."""
     config = config or ReplayConfig()
     t0 = time.perf_counter()
+    # A telephone recording: the line's rate, as a deployment behind a
+    # telephone serializer passes it (the frames come resampled to 16 kHz)
+    # and as turnkit replay reads it from the file.
+    rate = rec.caller_rate
     engine = TurnkitTurnEngine(
         detector_spec,
         vad_params=VADParams(
             threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
         ),
+        line_rate=rate if rate is not None and rate < SAMPLE_RATE else None,
     )
     # The model cost charged to decisions, as turnkit replay charges it.
     engine.detector.set_compute(_compute(config))
