@@ -11,9 +11,14 @@ The shipped model is the base model (trained here before the greeting data,
 4 epochs; its file is the committed start) fine-tuned on the full data with
 the greeting data, from its own weights (2026-12-01, issue 12)::
 
-    git show a261499:turnkit/models/semantic_text_v2.npz > /tmp/base.npz  # sha256 0dcbc1ad…
+    mkdir -p /tmp/base  # the file name goes into the model meta
+    git show a261499:turnkit/models/semantic_text_v2.npz \
+        > /tmp/base/semantic_text_v2.npz  # sha256 0dcbc1ad…
     /tmp/tkvenv/bin/python scripts/train_semantic_text_v2.py \
-        --init /tmp/base.npz --epochs 2 --lr 1e-3
+        --init /tmp/base/semantic_text_v2.npz --epochs 2 --lr 1e-3
+
+(a rerun of exactly this wrote the shipped file's arrays bit for bit,
+2026-12-01).
 
 (``--greetings off`` is the base model's data. A from-scratch retrain on
 the new data reads the same on the development split, AUC 0.9576 against
