@@ -43,6 +43,7 @@ __all__ = [
     "resample",
     "resampled_length",
     "scan_wav",
+    "to_pcm16",
 ]
 
 log = logging.getLogger(__name__)
@@ -84,13 +85,18 @@ def resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
     return soxr.resample(audio, src_rate, dst_rate, quality="HQ").astype(np.float32, copy=False)
 
 
+def to_pcm16(audio: np.ndarray) -> np.ndarray:
+    """Float audio (±1 scale) as 16-bit PCM samples (``<i2``, k = round(x * 32768), clipped)."""
+    return np.clip(np.round(audio * 32768.0), -32768, 32767).astype("<i2")
+
+
 def on_pcm16_grid(audio: np.ndarray) -> np.ndarray:
-    """``audio`` rounded to 16-bit PCM levels (k / 32768), as a host's
-    transport delivers resampled audio (Pipecat and LiveKit pass int16
-    frames). The replay reads resampled files so, or its detectors would
-    hear sub-LSB detail no host hears: Smart Turn's P(complete) moves by up
-    to 0.15 on such a difference in a quiet recording."""
-    return (np.clip(np.round(audio * 32768.0), -32768, 32767) / 32768.0).astype(np.float32)
+    """``audio`` rounded to 16-bit PCM levels (k / 32768, :func:`to_pcm16`),
+    as a host's transport delivers resampled audio (Pipecat and LiveKit pass
+    int16 frames). The replay reads resampled files so, or its detectors
+    would hear sub-LSB detail no host hears: Smart Turn's P(complete) moves
+    by up to 0.15 on such a difference in a quiet recording."""
+    return (to_pcm16(audio) / 32768.0).astype(np.float32)
 
 
 def resampled_length(frames: int, src_rate: int, dst_rate: int) -> int:

@@ -296,6 +296,14 @@ class Recording:
         """caller.wav's own sample rate (8000 for a telephone recording)."""
         return self._caller_rate
 
+    @property
+    def line_rate(self) -> int | None:
+        """The caller's line rate where it is narrower than the 16 kHz the
+        models run at (a telephone recording), else None: what a host that
+        receives the line resampled passes as its ``line_rate``."""
+        rate = self._caller_rate
+        return rate if rate is not None and rate < 16000 else None
+
     def warn(self, msg: str) -> None:
         if msg not in self.warnings:
             self.warnings.append(msg)

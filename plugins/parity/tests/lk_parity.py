@@ -203,8 +203,7 @@ async def replay_in_livekit(
     # A telephone recording reaches LiveKit resampled to 16 kHz (a SIP
     # participant): the deployment says the line's rate, as turnkit replay
     # reads it from the file, so the audio evidence is weighed alike.
-    rate = rec.caller_rate
-    detector = turn_detector(spec, line_rate=rate if rate is not None and rate < 16000 else None)
+    detector = turn_detector(spec, line_rate=rec.line_rate)
     assert isinstance(detector, TurnkitStreamingDetector)
     run = LiveKitRun()
     src = LockstepAudioInput(_Feed(rec, texts, config.timeout_s), detector, run)

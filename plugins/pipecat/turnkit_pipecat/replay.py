@@ -48,6 +48,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit.audio import SAMPLE_RATE
 from turnkit.audio.vad import VADParams
+from turnkit.audio.wav import to_pcm16
 from turnkit.barge_in.controller import BargeInController
 from turnkit.clock import VirtualClock
 from turnkit.detectors.endpointing import ComputeMode
@@ -105,7 +106,7 @@ def recording_frames(
     silence follows the file to that time (the line stays open after the
     recording ends: :func:`turnkit.replay.simulator.open_line_until`)."""
     audio = rec.caller_audio(SAMPLE_RATE)
-    pcm = np.clip(np.round(audio * 32768.0), -32768, 32767).astype("<i2")
+    pcm = to_pcm16(audio)  # the same levels turnkit replay reads (on_pcm16_grid)
     if until_s is not None and until_s * SAMPLE_RATE > len(pcm):
         pcm = np.pad(pcm, (0, math.ceil(until_s * SAMPLE_RATE) - len(pcm)))
     words = sorted(oracle_words(rec), key=lambda w: w.end + stt_delay_s)
@@ -311,16 +312,14 @@ async def replay_in_pipecat(
     strategies and score it exactly as ``turnkit replay`` does."""
     config = config or ReplayConfig()
     t0 = time.perf_counter()
-    # A telephone recording: the line's rate, as a deployment behind a
-    # telephone serializer passes it (the frames come resampled to 16 kHz)
-    # and as turnkit replay reads it from the file.
-    rate = rec.caller_rate
     engine = TurnkitTurnEngine(
         detector_spec,
         vad_params=VADParams(
             threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
         ),
-        line_rate=rate if rate is not None and rate < SAMPLE_RATE else None,
+        # a telephone recording's line rate, as a deployment behind a
+        # telephone serializer passes it (the frames come resampled to 16 kHz)
+        line_rate=rec.line_rate,
     )
     # The model cost charged to decisions, as turnkit replay charges it.
     engine.detector.set_compute(_compute(config))
