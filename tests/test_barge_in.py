@@ -397,3 +397,38 @@ def test_echo_filter_without_an_echo_path_lets_double_talk_through() -> None:
         echo.process(c[i : i + N], i / SR)
         assert not echo.no_echo_path
     assert echo.delay_ms is not None
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+def test_echo_filter_hears_the_caller_over_the_agents_first_words(bounded: bool) -> None:
+    # headset-bargein-11: the caller's microphone never hears the agent.
+    # Before the delay search can conclude there is no echo path (~3 s of
+    # agent audio), the filter takes the reference at any delay as possible
+    # echo; what the microphone itself shows (near silence while the agent
+    # is loud) caps that estimate, so a caller speaking 1 s into the
+    # agent's first reply is heard. The control (no cap: the estimate
+    # before it) suppresses the same words: the test can fail.
+    from turnkit.barge_in.echo import EchoParams
+
+    folder = REC / "headset-bargein-11"
+    c = read_wav(folder / "caller.wav", SR).copy()
+    ref = align_reference(read_wav(folder / "agent.wav", SR), SR, len(c))
+    words = c[int(1.6 * SR) : int(2.8 * SR)].copy()  # the caller's own first words
+    at = int(7.744 * SR)  # the agent's first reply starts at 6.744
+    c[at : at + len(words)] += words
+    params = EchoParams() if bounded else EchoParams(bound_margin_db=float("inf"))
+    echo = EchoFilter(params)
+    echo.set_reference(ref)
+    vad = VADAnalyzer()
+    probs: list[float] = []
+    for i in range(0, at + len(words), N):
+        step = echo.process(c[i : i + N], i / SR)
+        p = vad.analyze(step.audio, i / SR).prob
+        if i >= at:
+            probs.append(p)
+    assert echo.delay_ms is None and not echo.no_echo_path  # still the conservative mode
+    heard = sum(p > 0.5 for p in probs) / len(probs)
+    if bounded:
+        assert heard > 0.5, f"{heard:.0%} of the caller's frames heard"
+    else:
+        assert heard < 0.25, f"{heard:.0%} heard without the cap"

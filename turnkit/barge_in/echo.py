@@ -12,10 +12,14 @@ in replay, the output stream live):
    the last accepted peaks is the delay. Without a locked delay there is no
    evidence of echo, unless the reference is loud right now, in which case
    the reference's power over *all* candidate delays is taken as possible
-   echo (conservative while the path is being found) — until
-   ``no_path_after`` searches over loud reference in a row found none: then
-   there is no echo path (a headset) and the caller passes untouched, so a
-   barge-in over the agent is heard.
+   echo (conservative while the path is being found), capped by what the
+   microphone proves (echo is never louder than the microphone: over half a
+   second, the microphone's energy per band against the reference's at the
+   candidate delay where it is least bounds the echo path's gain; a headset
+   caller's silent microphone under a loud agent gives a low bound, so
+   their first words over the agent are heard) — until ``no_path_after``
+   searches over loud reference in a row found none: then there is no echo
+   path (a headset) and the caller passes untouched.
 2. **Echo power** — the reference's power spectrum at that delay, smeared by
    the room's decay (``tail_ms``) and scaled per frequency band by the echo
    path's gain, which tracks the lower envelope of mic/reference power on
@@ -187,6 +191,18 @@ class EchoParams:
     # after which there is none (a headset, a muted speaker): the
     # conservative "any delay" echo estimate stops, so double talk passes.
     no_path_after: int = 24  # ~3 s of agent audio at search_every=4
+    # Until then the "any delay" estimate is capped by what the microphone
+    # proves: echo is never louder than the microphone, so over a window of
+    # ``bound_window`` frames the microphone's energy per band divided by
+    # the reference's, at the candidate delay where it is least, bounds the
+    # echo path's gain in that band (caller speech and noise only loosen
+    # it). The bound is kept as a minimum that relaxes by ``bound_relax``
+    # per frame (~1.3 dB/s: a path that grows, a phone put on speaker, is
+    # let back in) and used with ``bound_margin_db`` (the candidate delays
+    # are a frame grid).
+    bound_window: int = 16  # ~0.5 s at 512 samples
+    bound_relax: float = 1.01
+    bound_margin_db: float = 3.0
 
 
 @dataclass(slots=True)
@@ -223,6 +239,7 @@ class EchoFilter:
         self.has_reference = False
         p = self.params
         self._maxd = int(p.max_delay_ms * rate / 1000)
+        self._delay_frames = -(-self._maxd // frame_samples)
         self._search_len = int(p.search_window_s * rate)
         k = frame_samples // 2 + 1
         freqs = np.fft.rfftfreq(frame_samples, 1 / rate)
@@ -233,6 +250,7 @@ class EchoFilter:
         self._over = 10 ** (p.overestimate_db / 10)
         self._ref_floor = 10 ** (p.ref_floor_db / 10)
         self._gain_floor = 10 ** (p.gain_floor_db / 20)
+        self._bound_margin = 10 ** (p.bound_margin_db / 10)
         nfft = 1 << int(np.ceil(np.log2(self._search_len + self._maxd)))
         self._nfft = nfft
         sf = np.fft.rfftfreq(nfft, 1 / rate)
@@ -275,6 +293,14 @@ class EchoFilter:
         self._xy = np.zeros(nb)
         self._yy = np.zeros(nb)
         self._gain = np.ones(nb)
+        # Upper bound on the echo path gain per band while no delay is
+        # locked (inf: no evidence yet), from windows of consecutive frames'
+        # microphone and (delay-0) reference band powers.
+        self._bound = np.full(nb, np.inf)
+        self._ref_now: np.ndarray | None = None  # delay-0 reference frame power
+        w = self.params.bound_window
+        self._hist_mic: deque[np.ndarray] = deque(maxlen=w)
+        self._hist_ref: deque[np.ndarray] = deque(maxlen=w + self._delay_frames)
         self._noise: np.ndarray | None = None
         self.delay_samples: int | None = None
         self._misses = 0  # delay searches in a row that found no echo path
@@ -306,6 +332,9 @@ class EchoFilter:
             # search window need the frame, and they get it in a batch.
             self._frames += 1
             self.idle_frames += 1
+            if self._hist_mic:
+                self._hist_mic.clear()
+                self._hist_ref.clear()
             self._idle.append(np.array(frame, dtype=np.float32))
             if len(self._idle) >= self.params.idle_batch:
                 self._catch_up()
@@ -320,13 +349,23 @@ class EchoFilter:
             self._search_delay(idx + n)
         pr = self._reference_power(idx, n, playing)
         active = bool(np.any(pr[self._band] > 0))
+        if not active or self._ref_now is None:
+            # The bound's windows need consecutive "any delay" frames.
+            self._hist_mic.clear()
+            self._hist_ref.clear()
         if not active:
             return EchoStep(frame, False, 0.0, float(px[self._band].sum()), False, self.delay_ms)
         bx = self._bands @ px
         br = self._bands @ pr
-        echo_b = self._over * self._gain * br
         noise = self._noise if self._noise is not None else np.zeros_like(px)
         bn = self._bands @ noise
+        gain = self._over * self._gain
+        if self._ref_now is not None:
+            # No delay locked, the agent playing: cap the "any delay"
+            # estimate by the gain the microphone allows (see EchoParams;
+            # a bound, so its own margin, not the tracked gain's).
+            gain = np.minimum(gain, self._update_bound(bx) * self._bound_margin)
+        echo_b = gain * br
         residual = np.maximum(bx - echo_b - bn, 0.0)
         e_band = float(echo_b.sum())
         r_band = float(residual.sum())
@@ -385,7 +424,27 @@ class EchoFilter:
             return
         self._noise = np.where(px < self._noise, px, self._noise * 1.01)
 
+    def _update_bound(self, bx: np.ndarray) -> np.ndarray:
+        """The echo path gain bound per band, with this frame's microphone
+        band powers ``bx`` (see EchoParams)."""
+        assert self._ref_now is not None
+        self._hist_mic.append(bx)
+        self._hist_ref.append(self._bands @ self._ref_now)
+        self._bound *= self.params.bound_relax
+        w = self.params.bound_window
+        if len(self._hist_mic) == w and len(self._hist_ref) == w + self._delay_frames:
+            ref = np.cumsum(np.vstack([np.zeros((1, len(bx))), *self._hist_ref]), axis=0)
+            # Window energy of the reference at each delay d (frames): the
+            # w frames ending d frames before this one.
+            ends = len(self._hist_ref) - np.arange(self._delay_frames + 1)
+            least = (ref[ends] - ref[ends - w]).min(axis=0)
+            mic = np.sum(self._hist_mic, axis=0)
+            ratio = np.divide(mic, least, out=np.full_like(mic, np.inf), where=least > 1e-12)
+            self._bound = np.minimum(self._bound, ratio)
+        return self._bound
+
     def _reference_power(self, idx: int, n: int, playing: bool) -> np.ndarray:
+        self._ref_now = None
         if self.delay_samples is not None:
             ref = self.reference.view(idx - self.delay_samples, n)
             if ref.any():
@@ -399,7 +458,9 @@ class EchoFilter:
             span = self.reference.view(idx - self._maxd, self._maxd + n)
             frames = span[len(span) % n :].reshape(-1, n)
             spec = np.fft.rfft(frames * self._win[None, :n], axis=1)
-            now = ((np.abs(spec) ** 2) / self._win_power).max(axis=0)
+            powers = (np.abs(spec) ** 2) / self._win_power
+            now = powers.max(axis=0)
+            self._ref_now = powers[-1]  # the frame at delay 0
         else:
             now = np.zeros(self._k)
         self._pr = np.maximum(now, self._decay * self._pr)
