@@ -432,3 +432,45 @@ def test_echo_filter_hears_the_caller_over_the_agents_first_words(bounded: bool)
         assert heard > 0.5, f"{heard:.0%} of the caller's frames heard"
     else:
         assert heard < 0.25, f"{heard:.0%} heard without the cap"
+
+
+@pytest.mark.parametrize(
+    ("call", "margin_db"),
+    [
+        ("travel-hard-09", 3.0),
+        ("bargein-friday-05", 3.0),
+        ("account-bargein-07", 3.0),
+        ("account-bargein-07", -30.0),  # control: a cap 30 dB under the bound
+    ],
+)
+def test_the_microphone_cap_never_lets_real_echo_through(call: str, margin_db: float) -> None:
+    # The cap on the "any delay" echo estimate is an upper bound on the echo
+    # path: echo calls (-22 dB, 25-55 ms) with the delay search disabled
+    # (never locked: the conservative estimate, capped, for the whole call)
+    # start the VAD only inside labelled caller speech. A cap set 30 dB
+    # under the bound lets the agent's echo open "caller" speech: the test
+    # can fail.
+    from turnkit.barge_in.echo import EchoParams
+
+    c, a, manifest = _call(call)
+    params = EchoParams(bound_margin_db=margin_db, peak_sharpness=1e9, no_path_after=10**9)
+    echo = EchoFilter(params)
+    echo.set_reference(a)
+    out = np.zeros_like(c)
+    for i in range(0, len(c) - N + 1, N):
+        out[i : i + N] = echo.process(c[i : i + N], i / SR).audio
+    assert echo.delay_ms is None and not echo.no_echo_path
+    speech = [
+        (e["start"], e["end"])
+        for e in manifest["events"]
+        if e["type"] in ("caller_turn", "backchannel")
+    ]
+    starts = _vad_starts(out)
+    outside = [s for s in starts if not any(lo - 0.1 <= s <= hi for lo, hi in speech)]
+    if margin_db > 0:
+        assert not outside, f"echo opened speech at {outside}"
+        # and the caller's turns are still heard
+        turns = [e["start"] for e in manifest["events"] if e["type"] == "caller_turn"]
+        assert all(_inside(starts, t, t + 0.5) for t in turns)
+    else:
+        assert outside
