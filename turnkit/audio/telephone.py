@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from turnkit.audio.wav import resample
+from turnkit.audio.wav import resample, to_pcm16
 
 __all__ = [
     "TELEPHONE_RATE",
@@ -74,7 +74,7 @@ def bandpass_fir(
 
 def mulaw_encode(audio: np.ndarray) -> np.ndarray:
     """G.711 μ-law codes (uint8) of float audio in ±1 (clipped there)."""
-    x = np.clip(np.round(np.asarray(audio, np.float64) * 32768.0), -32768, 32767).astype(np.int32)
+    x = to_pcm16(np.asarray(audio, np.float64)).astype(np.int32)
     sign = np.where(x < 0, 0x80, 0).astype(np.int32)
     mag = np.minimum(np.abs(x), _CLIP) + _BIAS  # 132 .. 32767
     # exponent: position of the highest set bit among bits 7..14

@@ -332,9 +332,7 @@ class EchoFilter:
             # search window need the frame, and they get it in a batch.
             self._frames += 1
             self.idle_frames += 1
-            if self._hist_mic:
-                self._hist_mic.clear()
-                self._hist_ref.clear()
+            self._forget_bound_window()
             self._idle.append(np.array(frame, dtype=np.float32))
             if len(self._idle) >= self.params.idle_batch:
                 self._catch_up()
@@ -350,9 +348,7 @@ class EchoFilter:
         pr = self._reference_power(idx, n, playing)
         active = bool(np.any(pr[self._band] > 0))
         if not active or self._ref_now is None:
-            # The bound's windows need consecutive "any delay" frames.
-            self._hist_mic.clear()
-            self._hist_ref.clear()
+            self._forget_bound_window()
         if not active:
             return EchoStep(frame, False, 0.0, float(px[self._band].sum()), False, self.delay_ms)
         bx = self._bands @ px
@@ -432,7 +428,7 @@ class EchoFilter:
         self._hist_ref.append(self._bands @ self._ref_now)
         self._bound *= self.params.bound_relax
         w = self.params.bound_window
-        if len(self._hist_mic) == w and len(self._hist_ref) == w + self._delay_frames:
+        if len(self._hist_ref) == self._hist_ref.maxlen:  # (and _hist_mic holds w)
             ref = np.cumsum(np.vstack([np.zeros((1, len(bx))), *self._hist_ref]), axis=0)
             # Window energy of the reference at each delay d (frames): the
             # w frames ending d frames before this one.
@@ -442,6 +438,13 @@ class EchoFilter:
             ratio = np.divide(mic, least, out=np.full_like(mic, np.inf), where=least > 1e-12)
             self._bound = np.minimum(self._bound, ratio)
         return self._bound
+
+    def _forget_bound_window(self) -> None:
+        """The bound's windows need consecutive "any delay" frames: start
+        them again after a frame that was not one."""
+        if self._hist_ref:
+            self._hist_mic.clear()
+            self._hist_ref.clear()
 
     def _reference_power(self, idx: int, n: int, playing: bool) -> np.ndarray:
         self._ref_now = None
