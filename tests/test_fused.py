@@ -56,6 +56,8 @@ def test_patient_waits_longer_than_default_longer_than_snappy() -> None:
         ("Your table is for seven. Is that right?", "snappy"),
         ("Do you want the window seat?", "snappy"),
         ("How can I help you today?", "default"),
+        ("And what's the number of guests?", "default"),  # a count, not digits
+        ("And what's the number on the card?", "patient"),
         ("", "default"),
     ],
 )

@@ -151,8 +151,10 @@ PROFILES: dict[str, WaitPolicy] = {
 }
 Profile = WaitPolicy  # a profile is a wait policy
 
+# "number" asks for a digit string unless it is "the number of" something
+# (a count: "the number of guests" is answered "four", at once).
 _PATIENT = re.compile(
-    r"\b(number|digits?|card|phone|account|zip|post ?code|address|street|spell|spelling|"
+    r"\b(number(?!\s+of\b)|digits?|card|phone|account|zip|post ?code|address|street|spell|spelling|"
     r"email|date of birth|reference|confirmation code|order id|booking code|last four)\b"
 )
 _YES_NO = re.compile(
