@@ -240,6 +240,27 @@ def test_v2_a_greeting_before_the_reason_for_the_call_is_unfinished(greeting, ag
     assert m.predict(f"{greeting} i'm calling about a charge on my bill", agent) >= m.threshold
 
 
+@pytest.mark.parametrize(
+    ("text", "prefix", "agent"),
+    [
+        ("can you help me find a hotel", "can you help me find a", "How can I help you today?"),
+        ("it should be in the north", "it should be in the", "What area would you like?"),
+        ("i need a hotel in the north", "i need a hotel in the", "How can I help?"),
+        ("that's all i need", "that's all i need and", "Is there anything else?"),
+        ("thank you", "thank you and", "Is there anything else I can help you with?"),
+    ],
+)
+def test_v2_a_service_request_that_ends_on_its_object_is_finished(text, prefix, agent):
+    """Callers of a booking or service line stop after the object of their
+    request ("... a hotel", "... in the north"): finished. (v2 read these
+    as holds, P(end) 0.01-0.42, until MultiWOZ's callers were in its data
+    and v1's templates no longer cut after words that end sentences.) The
+    open prefix stays a hold."""
+    m = SemanticTextModel.load("v2")
+    assert m.predict(text, agent) >= m.threshold
+    assert m.predict(prefix, agent) < m.threshold
+
+
 def test_agent_context_reads_question_kinds():
     assert "A:yn" in agent_context("Okay. Is that right?")
     assert "A:wh" in agent_context("What's your card number?")
