@@ -261,6 +261,23 @@ def test_v2_a_service_request_that_ends_on_its_object_is_finished(text, prefix, 
     assert m.predict(prefix, agent) < m.threshold
 
 
+@pytest.mark.parametrize(
+    ("answer", "prefix", "agent"),
+    [
+        ("in the north", "in the", "What area would you like to stay in?"),
+        ("on friday", "on", "What day would you like to book?"),
+        ("for four people", "for", "How many people will be in your party?"),
+        ("something cheap please", "something", "What price range are you looking for?"),
+    ],
+)
+def test_v2_a_short_answer_to_the_clerks_question_is_finished(answer, prefix, agent):
+    """On a booking line most caller turns answer one question ("What
+    area?" -- "in the north"): finished; the open start of one is not."""
+    m = SemanticTextModel.load("v2")
+    assert m.predict(answer, agent) >= m.threshold
+    assert m.predict(prefix, agent) < m.threshold
+
+
 def test_agent_context_reads_question_kinds():
     assert "A:yn" in agent_context("Okay. Is that right?")
     assert "A:wh" in agent_context("What's your card number?")
