@@ -788,7 +788,7 @@ def _woz_spoken(raw: str, rng: random.Random) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def multiwoz_examples(sdist: Path, rng: random.Random, answers: bool = True) -> list[Example]:
+def multiwoz_examples(sdist: Path, rng: random.Random) -> list[Example]:
     """Users of MultiWOZ's booking and information service (restaurants,
     hotels, trains, taxis, attractions; Budzianowski et al. 2018, MIT),
     as ConvLab-3 ships them (``convlab==3.0.1`` sdist, Apache-2.0: its
@@ -799,7 +799,7 @@ def multiwoz_examples(sdist: Path, rng: random.Random, answers: bool = True) -> 
     of a longer one is an end too (weight 0.5), and up to two prefixes
     that end on a STRICT_OPEN word are holds. No hold after a content
     word: "i need a hotel | in the north" may well be finished there.
-    With ``answers``, short answers to the clerk's one-slot questions too
+    Then short answers to the clerk's one-slot questions
     (:func:`woz_answer_examples`)."""
     import tarfile
 
@@ -844,9 +844,7 @@ def multiwoz_examples(sdist: Path, rng: random.Random, answers: bool = True) -> 
                         if len(t.split()) >= 2:
                             out.append(Example(t, agent, 1, 0.5, g, "multiwoz-sent"))
                 out += _prefix_holds(said, _open_cuts(said), 2, agent, g, "multiwoz", rng)
-    if answers:
-        out += woz_answer_examples(systems, rng)
-    return out
+    return out + woz_answer_examples(systems, rng)
 
 
 # Short answers to a clerk's question for one slot ("What area would you like?"
