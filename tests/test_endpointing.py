@@ -12,7 +12,14 @@ from conftest import FRAME_S, DetectorDriver
 from turnkit.clock import VirtualClock
 from turnkit.detectors import create_detector
 from turnkit.detectors.base import EndOfTurnDetector
-from turnkit.detectors.endpointing import Endpointing, Evidence, Score, Scorer, WaitPolicy
+from turnkit.detectors.endpointing import (
+    DIGIT_RUN_FLOOR_MS,
+    Endpointing,
+    Evidence,
+    Score,
+    Scorer,
+    WaitPolicy,
+)
 from turnkit.detectors.fused import CEILING_MS, PROFILES, in_digit_run
 from turnkit.detectors.registry import available
 from turnkit.detectors.smart_turn import FIXED_COST_MS
@@ -249,6 +256,37 @@ async def test_patient_profile_keeps_the_ceiling_unless_digits_are_being_read() 
     digits = await _fused_wait(agent, "four one five five")
     assert words <= CEILING_MS / 1000 + FRAME_S
     assert digits > CEILING_MS / 1000
+
+
+async def test_a_threshold_detector_waits_out_a_chunk_pause_inside_a_read_out_code() -> None:
+    """semantic-text alone cut order-natural-15's "it's uh B as in boy seven
+    two | five": every chunk of a code of unknown length reads finished. In
+    a digit or spelling run a threshold detector's floor is
+    DIGIT_RUN_FLOOR_MS; a finished turn of words is answered as before."""
+    agent = "Sure. Can I have the order number, please?"
+    code = "it's uh b as in boy seven two"
+    d = DetectorDriver("semantic-text")
+    assert d.det.scorer.model.predict(code, agent) >= d.det.params.threshold  # reads finished
+    code_wait = await _wait("semantic-text", agent, code)
+    words_wait = await _wait("semantic-text", "How can I help you?", "i need to change my address")
+    assert code_wait >= DIGIT_RUN_FLOOR_MS / 1000
+    assert words_wait < DIGIT_RUN_FLOOR_MS / 1000 - 0.2
+
+
+def test_the_digit_run_floor_never_passes_the_ceiling() -> None:
+    pol = WaitPolicy(min_wait_ms=0, max_wait_ms=400, digit_run_floor_ms=DIGIT_RUN_FLOOR_MS)
+    det = FakeDetector(FakeScorer(p=0.99), pol)
+    resolved = det.endpointing._resolve_policy("four one five")
+    assert resolved.min_wait_ms == 400 and resolved.max_wait_ms == 400
+    assert det.endpointing._resolve_policy("my card") is pol
+
+
+async def _wait(spec: str, agent: str, text: str) -> float:
+    d = DetectorDriver(spec)
+    d.det.set_agent_text(agent)
+    await d.speak(1.5, text)
+    await d.silence(2.0)
+    return d.ends()[0][0] - 1.5
 
 
 async def _fused_wait(agent: str, text: str) -> float:

@@ -62,6 +62,7 @@ from turnkit.frames import (
 
 __all__ = [
     "CEILING_MS",
+    "DIGIT_RUN_FLOOR_MS",
     "DIGIT_RUN_MS",
     "ComputeMode",
     "Endpointing",
@@ -83,6 +84,13 @@ _NORMAL = NormalDist()
 # theirs.
 CEILING_MS = 1000.0
 DIGIT_RUN_MS = 1200.0
+# A threshold detector's floor in a digit or spelling run: a caller reading
+# out a code of unknown length pauses between chunks, and the text looks
+# finished at every chunk ("B as in boy seven two | five"). The fused
+# detector's patient profile models those pauses (log-normal, median 300 ms,
+# sigma 0.65) and weighs them against p; a threshold detector cannot, so it
+# waits out 4 in 5 of them: 300 ms x e^(0.65 x 0.84) = 520 ms.
+DIGIT_RUN_FLOOR_MS = 520.0
 # Messages of the conversation kept for scorers that read it (LiveKit's
 # detector reads the last 6, merged by speaker).
 HISTORY_MESSAGES = 12
@@ -220,6 +228,13 @@ class WaitPolicy(BaseModel):
         description="the ceiling while the caller's words end in a digit or spelling run "
         "(people read numbers in chunks); None: max_wait_ms holds there too",
     )
+    digit_run_floor_ms: float | None = Field(
+        None,
+        ge=0,
+        description="the floor while the caller's words end in a digit or spelling run: "
+        "a pause between chunks of a code is not the end, however finished the words "
+        "look; None: min_wait_ms holds there too",
+    )
 
     @model_validator(mode="after")
     def _order(self) -> WaitPolicy:
@@ -354,15 +369,19 @@ class Endpointing:
     def _resolve_policy(self, text: str) -> WaitPolicy:
         p = self._policy
         policy = p if isinstance(p, WaitPolicy) else p(self.agent_text, text)
-        if (
-            policy.digit_run_ms is not None
-            and policy.digit_run_ms > policy.max_wait_ms
-            and in_digit_run(text)
+        if (policy.digit_run_ms is None and policy.digit_run_floor_ms is None) or not (
+            in_digit_run(text)
         ):
-            # The one exception to the ceiling: a caller reading digits or
-            # spelling pauses between chunks.
-            policy = policy.model_copy(update={"max_wait_ms": policy.digit_run_ms})
-        return policy
+            return policy
+        # The one exception to the ceiling: a caller reading digits or
+        # spelling pauses between chunks.
+        update: dict[str, float] = {}
+        if policy.digit_run_ms is not None and policy.digit_run_ms > policy.max_wait_ms:
+            update["max_wait_ms"] = policy.digit_run_ms
+        ceiling = update.get("max_wait_ms", policy.max_wait_ms)
+        if policy.digit_run_floor_ms is not None and policy.digit_run_floor_ms > policy.min_wait_ms:
+            update["min_wait_ms"] = min(policy.digit_run_floor_ms, ceiling)
+        return policy.model_copy(update=update) if update else policy
 
     def turn_text(self) -> str:
         """The current turn's words: the transcript, unless its last word was
@@ -418,7 +437,11 @@ class Endpointing:
                 self.signalled = True
             if pause is not pre:
                 await self._look(pause, now)
-            elif self.scorer is not None and self.scorer.reads_text and pause.text != self.turn_text():
+            elif (
+                self.scorer is not None
+                and self.scorer.reads_text
+                and pause.text != self.turn_text()
+            ):
                 await self._look(pause, now)  # words arrived since the hangover's look
         elif self.scorer is not None and self.scorer.reads_text and pause.text != self.turn_text():
             await self._look(pause, now)  # words arrived during the pause

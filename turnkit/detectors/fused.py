@@ -161,6 +161,8 @@ _YES_NO = re.compile(
     r"(^|[.!?]\s*)(is|are|was|were|do|does|did|can|could|would|will|shall|should|have|has|"
     r"may|am)\b[^.!?]*\?\s*$|\b(right|correct|okay|ok)\?\s*$"
 )
+
+
 def choose_profile(agent_text: str) -> str:
     """The patience profile the agent's last message calls for."""
     text = agent_text.strip().lower()

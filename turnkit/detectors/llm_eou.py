@@ -26,7 +26,13 @@ from pydantic_core import PydanticCustomError
 
 from turnkit.clock import Clock
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector, check_spec_target
-from turnkit.detectors.endpointing import DIGIT_RUN_MS, Evidence, Score, WaitPolicy
+from turnkit.detectors.endpointing import (
+    DIGIT_RUN_FLOOR_MS,
+    DIGIT_RUN_MS,
+    Evidence,
+    Score,
+    WaitPolicy,
+)
 from turnkit.detectors.registry import register
 from turnkit.llm.eou import (
     MAX_HISTORY_TOKENS,
@@ -41,6 +47,7 @@ from turnkit.llm.logprobs import EngineError
 __all__ = ["LLMEouDetector", "LLMEouParams"]
 
 log = logging.getLogger(__name__)
+
 
 def _calibrated_threshold(model: str) -> float:
     """The threshold stored for ``model`` (turnkit.llm.eou.CALIBRATION), else 0.5."""
@@ -72,7 +79,10 @@ class LLMEouParams(DetectorParams):
         0.0, ge=0, le=60_000, description="silence before ending when the model says complete"
     )
     max_wait_ms: float = Field(
-        1000.0, ge=0, le=60_000, description="silence before ending when the model says incomplete: the ceiling"
+        1000.0,
+        ge=0,
+        le=60_000,
+        description="silence before ending when the model says incomplete: the ceiling",
     )
     fallback_ms: float = Field(
         800.0, ge=0, le=60_000, description="silence that ends a turn when the engine fails"
@@ -271,6 +281,7 @@ class LLMEouDetector(EndOfTurnDetector):
             min_wait_ms=prm.min_wait_ms,
             max_wait_ms=max(prm.max_wait_ms, prm.fallback_ms),
             digit_run_ms=DIGIT_RUN_MS,
+            digit_run_floor_ms=DIGIT_RUN_FLOOR_MS,
             no_evidence_ms=prm.max_wait_ms,
             fallback_ms=prm.fallback_ms,
         )

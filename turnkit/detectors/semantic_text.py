@@ -24,7 +24,13 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
-from turnkit.detectors.endpointing import DIGIT_RUN_MS, Evidence, Score, WaitPolicy
+from turnkit.detectors.endpointing import (
+    DIGIT_RUN_FLOOR_MS,
+    DIGIT_RUN_MS,
+    Evidence,
+    Score,
+    WaitPolicy,
+)
 from turnkit.detectors.registry import register
 from turnkit.text.semantic_model import SemanticTextModel
 
@@ -140,4 +146,5 @@ class SemanticTextDetector(EndOfTurnDetector):
             min_wait_ms=prm.min_wait_ms,
             max_wait_ms=prm.max_wait_ms,
             digit_run_ms=DIGIT_RUN_MS,
+            digit_run_floor_ms=DIGIT_RUN_FLOOR_MS,
         )

@@ -164,7 +164,10 @@ class SmartTurnParams(DetectorParams):
         200.0, ge=0, le=60_000, description="silence before ending when the model says complete"
     )
     max_wait_ms: float = Field(
-        1000.0, ge=0, le=60_000, description="silence before ending when the model says incomplete: the ceiling"
+        1000.0,
+        ge=0,
+        le=60_000,
+        description="silence before ending when the model says incomplete: the ceiling",
     )
     window_s: float = Field(
         float(WINDOW_S), gt=0, le=WINDOW_S, description="seconds of audio the model hears (<= 8)"
