@@ -1,0 +1,75 @@
+"""P(end) of short answers to a clerk's question, for semantic-text model files.
+
+    python scripts/probe_short_answers.py OLD.npz NEW.npz
+
+Written apart from the training templates (none of these questions is in
+``scripts/train_semantic_text_v2.py``'s lists): bare phrases answering one
+question (ends), open prefixes after the same questions (holds), and bare
+phrases after an open "how can I help you?" (not labelled: printed to show
+how far the reading carries over). Prints each P and, per model, the mean
+and the share at or above the model's threshold. A probe for development,
+not a test set: the published sets are ``scripts/eval_semantic_text.py``'s.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from turnkit.text.neural_model import NeuralTextModel
+
+ENDS = [
+    ("Which one would you like?", ["the first one", "the cheaper one", "the red one", "the second", "that one", "um the blue one"]),
+    ("What area would you like to stay in?", ["the north", "the centre", "the east side", "downtown", "um the south"]),
+    ("What's the problem with it?", ["the screen", "the battery", "the internet", "my password", "the bill", "the delivery", "the fridge"]),
+    ("Who am I speaking with?", ["john", "the account holder", "his wife", "mary johnson", "it's karen"]),
+    ("When would you like to come in?", ["the morning", "tomorrow", "next week", "the afternoon", "monday morning", "the twenty third"]),
+    ("What would you like to order?", ["the chicken", "a pizza", "the usual", "two coffees", "the fish please"]),
+    ("What kind of room?", ["a double", "the double room", "a single", "the suite"]),
+    ("How would you like to pay?", ["the card", "by card", "cash", "the visa", "apple pay"]),
+    ("Where are you calling from?", ["the office", "home", "the hospital", "london", "my car"]),
+    ("What's your destination?", ["paris", "the airport", "new york city", "the train station"]),
+    ("What did you want to ask about?", ["my order", "the return policy", "the opening hours", "um my account"]),
+    ("Which department?", ["billing", "sales", "the technical team", "customer service"]),
+    ("What time should I book it for?", ["seven", "around eight", "half past six", "the earliest one"]),
+]  # fmt: skip
+HOLDS = [
+    ("What's the problem with it?", ["the", "um the", "my", "it's the", "the screen on the", "the battery and"]),
+    ("When would you like to come in?", ["on", "um", "next", "the twenty", "at"]),
+    ("Who am I speaking with?", ["it's", "um this is", "my name is"]),
+    ("How can I help you?", ["i want to", "so the problem is", "hi", "yes hello", "i'm calling about", "the"]),
+    ("What would you like to order?", ["i'll have the", "can i get a", "um the"]),
+]  # fmt: skip
+OPEN = [
+    ("How can I help you?", ["the screen", "my bill", "my internet", "the delivery", "a refund", "my order"]),
+    ("What can I do for you today?", ["the screen", "my bill", "a refund"]),
+]  # fmt: skip
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    models = [NeuralTextModel.from_file(p) for p in sys.argv[1:]]
+    for title, rows in (("ends", ENDS), ("holds", HOLDS), ("after an open question", OPEN)):
+        print(f"== {title}")
+        ps = []
+        for agent, texts in rows:
+            for text in texts:
+                ps.append([m.predict(text, agent) for m in models])
+                print("  " + " ".join(f"{p:.2f}" for p in ps[-1]), f"  {text} || {agent}")
+        a = np.array(ps)
+        share = [(a[:, i] >= m.threshold).mean() for i, m in enumerate(models)]
+        print(
+            f"  n={len(a)}  mean "
+            + " ".join(f"{x:.2f}" for x in a.mean(0))
+            + "  at or above threshold "
+            + " ".join(f"{x:.0%}" for x in share)
+        )
+
+
+if __name__ == "__main__":
+    main()
