@@ -57,7 +57,7 @@ def test_fillers_spelled_otherwise_read_as_unfinished() -> None:
     """Before: "I want to book a uhm" 0.93, "… a erm" 0.996, "… the bo-"
     0.97 (the model took the spelling for a content word). Now each reads as
     the filler it is: far under the model's threshold (under half of it;
-    "… a uh" is 0.12 against a threshold of 0.41)."""
+    "… a uh" is 0.12 against a threshold of 0.35)."""
     scorer = SemanticTextDetector.text_scorer()
     bar = 0.5 * scorer.model.threshold
     assert scorer.predict("I want to book a flight to Boston") > 0.9
