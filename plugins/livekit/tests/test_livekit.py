@@ -64,7 +64,8 @@ async def run_session(
     until: Any = None,
 ) -> dict[str, Any]:
     """``until(out)``: after the audio, also wait (240 s at most) for this
-    event, e.g. a real engine's reply played, however slow the machine."""
+    event, e.g. a real engine's reply starting to play, however slow the
+    machine."""
     audio, call = load_call(CALL)
     src = WavAudioInput(audio, 0.0, end_s)
     out = CaptureAudioOutput()
@@ -383,7 +384,7 @@ def test_spoken_yes_no() -> None:
 async def test_session_with_real_llm_on_llama_server() -> None:
     """The example's setup end to end with a real OpenAI-compatible engine
     (llama-server + SmolLM2 via livekit-plugins-openai with base_url): the
-    turnkit-decided turn gets a real streamed reply that is played."""
+    turnkit-decided turn gets a real streamed reply that starts playing."""
     from engine import EngineMissing, require_engine, running_llama_server
     from livekit.plugins import openai
 
@@ -398,8 +399,14 @@ async def test_session_with_real_llm_on_llama_server() -> None:
         run = await run_session(
             turn_detector("semantic-text"),
             llm_=real,
-            end_s=9.0,
-            until=lambda out: any("played" in s for s in out.segments),  # a reply played out
+            # The caller's audio up to just before the recorded agent's
+            # echo (6.35 s) and the "uh-huh" (7.5 s): on a loaded machine
+            # the engine's first token came after them, LiveKit took them
+            # for the caller speaking again and dropped the reply unplayed.
+            end_s=6.2,
+            # The reply's first audio, not its end: how long SmolLM2 goes on
+            # (and how fast a loaded machine generates it) is not the point.
+            until=lambda out: any(s["duration"] > 0 for s in out.segments),
         )
     assert len(run["users"]) == 1
     played = [s for s in run["out"].segments if s["duration"] > 0]
