@@ -4,9 +4,10 @@
 
 Written apart from the training templates (none of these questions is in
 ``scripts/train_semantic_text_v2.py``'s lists): bare phrases answering one
-question (ends), open prefixes after the same questions (holds), and bare
-phrases after an open "how can I help you?" (not labelled: printed to show
-how far the reading carries over). Prints each P and, per model, the mean
+question (ends), open prefixes after the same questions (holds), requests
+to hear it again ("wait what", "i missed that": ends), and bare phrases
+after an open "how can I help you?" (not labelled: printed to show how far
+the reading carries over). Prints each P and, per model, the mean
 and the share at or above the model's threshold. A probe for development,
 not a test set: the published sets are ``scripts/eval_semantic_text.py``'s.
 """
@@ -44,6 +45,14 @@ HOLDS = [
     ("How can I help you?", ["i want to", "so the problem is", "hi", "yes hello", "i'm calling about", "the"]),
     ("What would you like to order?", ["i'll have the", "can i get a", "um the"]),
 ]  # fmt: skip
+# The caller asks to hear it again, after lines of the agent's that are not
+# in the training script (nor are these wordings in its _REPAIRS list).
+REPAIRS = [
+    ("Your refund was issued on the third.", ["sorry what did you say there", "wait what", "you said what", "what's that"]),
+    ("The next available slot is at four fifteen.", ["i missed that", "didn't catch that sorry", "say what", "repeat that"]),
+    ("Can you read me the serial number on the back?", ["sorry you cut out", "the what", "hang on what", "sorry could you repeat the last bit"]),
+    ("Okay, and is this your mobile number?", ["pardon what was that", "what was the number", "eh", "sorry come again please"]),
+]  # fmt: skip
 OPEN = [
     ("How can I help you?", ["the screen", "my bill", "my internet", "the delivery", "a refund", "my order"]),
     ("What can I do for you today?", ["the screen", "my bill", "a refund"]),
@@ -54,7 +63,13 @@ def main() -> None:
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     models = [NeuralTextModel.from_file(p) for p in sys.argv[1:]]
-    for title, rows in (("ends", ENDS), ("holds", HOLDS), ("after an open question", OPEN)):
+    sections = (
+        ("ends", ENDS),
+        ("holds", HOLDS),
+        ("asks to hear it again (ends)", REPAIRS),
+        ("after an open question", OPEN),
+    )
+    for title, rows in sections:
         print(f"== {title}")
         ps = []
         for agent, texts in rows:

@@ -276,6 +276,18 @@ def test_v2_a_booking_line_turn_is_finished_and_its_open_prefix_is_not(text, pre
     assert m.predict(prefix, agent) < m.threshold
 
 
+@pytest.mark.parametrize("agent", ["Your total comes to forty two fifty.", "Which day suits you?"])
+@pytest.mark.parametrize("repair", ["pardon", "sorry what", "what was that", "sorry i didn't hear you"])
+def test_v2_asking_to_hear_it_again_is_a_finished_turn(repair, agent):
+    """"Pardon?", "sorry, what?" after anything the agent said ask it to
+    say it again: a whole turn (v2 read "sorry what" at 0.05-0.29 and
+    "pardon" at 0.17-0.41 until repair_examples). A question begun after
+    the repair word is not finished yet."""
+    m = SemanticTextModel.load("v2")
+    assert m.predict(repair, agent) >= m.threshold
+    assert m.predict("sorry what is the", agent) < m.threshold
+
+
 def test_agent_context_reads_question_kinds():
     assert "A:yn" in agent_context("Okay. Is that right?")
     assert "A:wh" in agent_context("What's your card number?")
