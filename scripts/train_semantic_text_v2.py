@@ -354,6 +354,15 @@ def _prefix_holds(
     return out
 
 
+def _short_turn(
+    said: str, agent: str, group: str, source: str, rng: random.Random
+) -> list[Example]:
+    """A short finished turn (an answer, a repair) as an end, and one of its
+    prefixes that end on a STRICT_OPEN word ("in the", "sorry i") as a hold."""
+    end = Example(normalize_text(said), agent, 1, 1.0, group, source)
+    return [end, *_prefix_holds(said, _open_cuts(said), 1, agent, group, source, rng)]
+
+
 @cache
 def _sentence_end_counts() -> tuple[Counter[str], Counter[str]]:
     """Per word of ``chitchat-dataset``'s punctuated messages: how often it
@@ -949,8 +958,7 @@ def woz_answer_examples(systems: dict, rng: random.Random) -> list[Example]:
                 agent = _woz_spoken(line, rng)
                 frame = rng.choice(_WOZ_ANSWERS[slot])
                 said = rng.choice(_WOZ_LEADS) + frame.format(v=rng.choice(values))
-                out.append(Example(normalize_text(said), agent, 1, 1.0, g, "multiwoz-answer"))
-                out += _prefix_holds(said, _open_cuts(said), 1, agent, g, "multiwoz-answer", rng)
+                out += _short_turn(said, agent, g, "multiwoz-answer", rng)
     return out
 
 
@@ -1176,8 +1184,7 @@ def slot_answer_examples(rng: random.Random, groups: int = 6000) -> list[Example
         said = rng.choice(_ANSWER_LEADS) + _slot_answer(kind, nouns, rng)
         said += rng.choice(_ANSWER_TAILS)
         g = f"ans:{i}"
-        out.append(Example(normalize_text(said), agent, 1, 1.0, g, "slot-answer"))
-        out += _prefix_holds(said, _open_cuts(said), 1, agent, g, "slot-answer", rng)
+        out += _short_turn(said, agent, g, "slot-answer", rng)
     return out
 
 
@@ -1223,8 +1230,7 @@ def repair_examples(rng: random.Random, groups: int = 2000) -> list[Example]:
         agent = rng.choice(agents)
         said = rng.choice(_REPAIR_LEADS) + rng.choice(_REPAIRS)
         g = f"repair:{i}"
-        out.append(Example(normalize_text(said), agent, 1, 1.0, g, "repair"))
-        out += _prefix_holds(said, _open_cuts(said), 1, agent, g, "repair", rng)
+        out += _short_turn(said, agent, g, "repair", rng)
         if rng.random() < 0.3:
             opened = rng.choice(["what is the", "what do you mean by the", "what time is the",
                                  "sorry what about my", "pardon is that for the"])  # fmt: skip

@@ -22,6 +22,7 @@ from turnkit.detectors.endpointing import (
 )
 from turnkit.detectors.fused import CEILING_MS, PROFILES, in_digit_run
 from turnkit.detectors.registry import available
+from turnkit.detectors.semantic_text import SemanticTextDetector
 from turnkit.detectors.smart_turn import FIXED_COST_MS
 from turnkit.frames import TurnEndFrame, TurnResumedFrame
 from turnkit.replay.recording import load_recording
@@ -265,8 +266,8 @@ async def test_a_threshold_detector_waits_out_a_chunk_pause_inside_a_read_out_co
     DIGIT_RUN_FLOOR_MS; a finished turn of words is answered as before."""
     agent = "Sure. Can I have the order number, please?"
     code = "it's uh b as in boy seven two"
-    d = DetectorDriver("semantic-text")
-    assert d.det.scorer.model.predict(code, agent) >= d.det.params.threshold  # reads finished
+    scorer = SemanticTextDetector.text_scorer()
+    assert scorer.predict(code, agent) >= scorer.threshold  # reads finished
     code_wait = await _wait("semantic-text", agent, code)
     words_wait = await _wait("semantic-text", "How can I help you?", "i need to change my address")
     assert code_wait >= DIGIT_RUN_FLOOR_MS / 1000
@@ -282,19 +283,16 @@ def test_the_digit_run_floor_never_passes_the_ceiling() -> None:
 
 
 async def _wait(spec: str, agent: str, text: str) -> float:
+    """Seconds from the end of ``text`` (1.5 s of speech) to the turn end."""
     d = DetectorDriver(spec)
-    d.det.set_agent_text(agent)
-    await d.speak(1.5, text)
-    await d.silence(2.0)
-    return d.ends()[0][0] - 1.5
-
-
-async def _fused_wait(agent: str, text: str) -> float:
-    d = DetectorDriver("fused:audio=off")
     d.det.set_agent_text(agent)
     await d.speak(1.5, text)
     await d.silence(3.0)
     return d.ends()[0][0] - 1.5
+
+
+async def _fused_wait(agent: str, text: str) -> float:
+    return await _wait("fused:audio=off", agent, text)
 
 
 async def test_speech_during_the_wait_resumes_and_the_next_pause_is_judged_afresh() -> None:

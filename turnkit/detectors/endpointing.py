@@ -369,19 +369,15 @@ class Endpointing:
     def _resolve_policy(self, text: str) -> WaitPolicy:
         p = self._policy
         policy = p if isinstance(p, WaitPolicy) else p(self.agent_text, text)
-        if (policy.digit_run_ms is None and policy.digit_run_floor_ms is None) or not (
-            in_digit_run(text)
-        ):
+        if not in_digit_run(text):
             return policy
-        # The one exception to the ceiling: a caller reading digits or
-        # spelling pauses between chunks.
-        update: dict[str, float] = {}
-        if policy.digit_run_ms is not None and policy.digit_run_ms > policy.max_wait_ms:
-            update["max_wait_ms"] = policy.digit_run_ms
-        ceiling = update.get("max_wait_ms", policy.max_wait_ms)
-        if policy.digit_run_floor_ms is not None and policy.digit_run_floor_ms > policy.min_wait_ms:
-            update["min_wait_ms"] = min(policy.digit_run_floor_ms, ceiling)
-        return policy.model_copy(update=update) if update else policy
+        # The one exception to the ceiling, and a floor for threshold
+        # detectors: a caller reading digits or spelling pauses between chunks.
+        ceiling = max(policy.max_wait_ms, policy.digit_run_ms or 0.0)
+        floor = min(max(policy.min_wait_ms, policy.digit_run_floor_ms or 0.0), ceiling)
+        if (floor, ceiling) == (policy.min_wait_ms, policy.max_wait_ms):
+            return policy
+        return policy.model_copy(update={"min_wait_ms": floor, "max_wait_ms": ceiling})
 
     def turn_text(self) -> str:
         """The current turn's words: the transcript, unless its last word was
