@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from turnkit.audio.wav import resample
+from turnkit.audio.wav import resample, to_pcm16
 from turnkit.dial.transport import (
     SEND_RATE,
     AgentAudio,
@@ -98,14 +98,10 @@ class _Playout:
             self.end = cut
 
 
-def _pcm16(audio: np.ndarray) -> np.ndarray:
-    return (np.clip(audio, -1.0, 1.0) * 32767.0).round().astype("<i2")
-
-
 async def dial_call(rec: Recording, transport: Transport, url: str, config: DialConfig) -> LiveCall:
     """Dial ``url`` and play ``rec`` into it; never raises for the agent's
     faults: they come back as ``LiveCall.failure`` (one line)."""
-    caller = _pcm16(rec.caller_audio(SEND_RATE))
+    caller = to_pcm16(rec.caller_audio(SEND_RATE))
     n_frame = round(FRAME_S * SEND_RATE)
     play = _Playout()
     call = LiveCall(rec, url, transport.name, caller, np.zeros(0, np.float32))

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from turnkit.audio.wav import to_pcm16
 from turnkit.dial.caller import LiveCall
 from turnkit.dial.transport import SEND_RATE
 from turnkit.replay.agent import Reply
@@ -120,7 +121,7 @@ def write_live_recording(call: LiveCall, folder: Path) -> Recording:
     sf.write(folder / "caller.wav", call.caller, SEND_RATE, subtype="PCM_16")
     sf.write(
         folder / "agent.wav",
-        (np.clip(call.agent, -1, 1) * 32767).round().astype("<i2"),
+        to_pcm16(call.agent),
         SEND_RATE,
         subtype="PCM_16",
     )

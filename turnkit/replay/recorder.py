@@ -54,6 +54,7 @@ import soundfile as sf
 import soxr
 
 from turnkit.audio import SAMPLE_RATE
+from turnkit.audio.wav import to_pcm16
 from turnkit.clock import Clock
 from turnkit.replay.recording import FORMAT
 
@@ -140,7 +141,9 @@ def _as_float(audio: np.ndarray | bytes | bytearray | memoryview, what: str) -> 
 
 
 def _to_int16(audio: np.ndarray) -> np.ndarray:
-    return np.clip(np.round(audio * 32767.0), -32768, 32767).astype(np.int16)
+    # The inverse of _as_float (k / 32768): a recorded int16 frame is
+    # written back bit for bit.
+    return to_pcm16(audio).astype(np.int16)
 
 
 def _safe_id(text: str) -> str:

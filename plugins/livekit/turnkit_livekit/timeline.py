@@ -28,6 +28,7 @@ from livekit import rtc
 from livekit.agents.voice.io import AudioInput
 
 from turnkit.audio.timeline import SAMPLE_RATE, AudioTimeline
+from turnkit.audio.wav import to_pcm16
 from turnkit.frames import AudioInFrame
 
 __all__ = ["Judged", "TimelineInput", "judged"]
@@ -98,7 +99,7 @@ class TimelineInput(AudioInput):
         return self._out.popleft()
 
     def _livekit(self, af: AudioInFrame) -> rtc.AudioFrame:
-        pcm = (np.clip(af.audio, -1.0, 1.0) * 32767).astype(np.int16)
+        pcm = to_pcm16(af.audio)
         return rtc.AudioFrame(
             pcm.tobytes(),
             SAMPLE_RATE,

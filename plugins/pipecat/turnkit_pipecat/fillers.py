@@ -24,7 +24,6 @@ Example::
 
 from __future__ import annotations
 
-import numpy as np
 from pipecat.frames.frames import (
     CancelFrame,
     EndFrame,
@@ -36,6 +35,7 @@ from pipecat.frames.frames import (
     TTSAudioRawFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from turnkit.audio.wav import to_pcm16
 from turnkit.fillers.scheduler import FillerGuard, FillerScheduler
 from turnkit.frames import AudioOutFrame
 
@@ -55,7 +55,7 @@ class FillerProcessor(FrameProcessor):
         self.frames_out = 0
 
     async def _out(self, frame: AudioOutFrame) -> None:
-        pcm = np.clip(np.round(frame.audio * 32767.0), -32768, 32767).astype("<i2")
+        pcm = to_pcm16(frame.audio)
         self.frames_out += 1
         await self.push_frame(
             TTSAudioRawFrame(

@@ -27,10 +27,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-import numpy as np
 from pipecat.frames.frames import Frame
 from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TTSService
+from turnkit.audio.wav import to_pcm16
 from turnkit.tts.espeak import EspeakTTS
 
 __all__ = ["EspeakTTSService"]
@@ -73,7 +73,7 @@ class EspeakTTSService(TTSService):
             )
         else:
             pcm, rate = await self._espeak.synthesize(text), self._espeak.sample_rate
-        data = (np.clip(pcm, -1, 1) * 32767).astype("<i2").tobytes()
+        data = to_pcm16(pcm).tobytes()
 
         async def chunks() -> AsyncIterator[bytes]:
             step = self.chunk_size
