@@ -256,6 +256,26 @@ async def test_resampled_and_int16_inputs_keep_their_duration(tmp_path: Path) ->
     assert not agent[: round(0.5 * SR) - 1].any() and agent[round(0.5 * SR) + 200 :][:1000].any()
 
 
+async def test_int16_input_at_the_recording_rate_is_written_back_bit_for_bit(
+    tmp_path: Path,
+) -> None:
+    # The recorder reads int16 as k / 32768 and writes round(x * 32768)
+    # (turnkit.audio.wav.to_pcm16): the host's samples, unchanged, full
+    # scale included (x * 32767 lost an LSB at the top of the range).
+    clock = VirtualClock()
+    rec = CallRecorder(tmp_path / "exact", clock=clock)
+    pcm = (np.sin(np.arange(SR) / 7) * 32767).astype("<i2")
+    pcm[100], pcm[101] = -32768, 32767
+    for i in range(0, SR, 320):
+        await clock.advance_to((i + 320) / SR)
+        rec.caller_audio(pcm[i : i + 320].tobytes(), SR)
+    out = rec.finish()
+    assert out is not None
+    got, rate = sf.read(out / "caller.wav", dtype="int16")
+    assert rate == SR
+    assert np.array_equal(got, pcm)
+
+
 def test_bad_input_names_the_field(tmp_path: Path) -> None:
     rec = CallRecorder(tmp_path / "bad", clock=VirtualClock())
     with pytest.raises(RecorderError, match=r"caller_audio\.audio: odd number of bytes"):
