@@ -5,7 +5,9 @@
 Written apart from the training templates (none of these questions is in
 ``scripts/train_semantic_text_v2.py``'s lists): bare phrases answering one
 question (ends), open prefixes after the same questions (holds), requests
-to hear it again ("wait what", "i missed that": ends), and bare phrases
+to hear it again ("wait what", "i missed that": ends), dates of birth,
+times, counts and sums (whole: ends; cut inside a year or a sum: holds),
+and bare phrases
 after an open "how can I help you?" (not labelled: printed to show how far
 the reading carries over). Prints each P and, per model, the mean
 and the share at or above the model's threshold. A probe for development,
@@ -53,6 +55,22 @@ REPAIRS = [
     ("Can you read me the serial number on the back?", ["sorry you cut out", "the what", "hang on what", "sorry could you repeat the last bit"]),
     ("Okay, and is this your mobile number?", ["pardon what was that", "what was the number", "eh", "sorry come again please"]),
 ]  # fmt: skip
+# Dates of birth, times, counts and sums, after questions worded apart from
+# the script's number_answer_examples lists: the whole answer (ends), and
+# the answer cut inside a year or a sum (holds).
+NUMBER_ENDS = [
+    ("What's your date of birth?", ["march twelfth nineteen eighty four", "it's the fifth of june nineteen ninety", "uh june fifth two thousand one", "april third eighty seven", "oh four oh six eighty two"]),
+    ("May I get your birth date?", ["july ninth nineteen seventy", "the second of may two thousand"]),
+    ("What time works for you?", ["at three", "three thirty", "around seven", "seven pm"]),
+    ("And how many of those?", ["two", "about twenty", "six please"]),
+    ("What did they charge you?", ["forty nine ninety nine", "about two hundred dollars", "sixty bucks"]),
+]  # fmt: skip
+NUMBER_HOLDS = [
+    ("What's your date of birth?", ["march twelfth nineteen", "the fifth of", "it's march", "uh june fifth two thousand and"]),
+    ("May I get your birth date?", ["july ninth", "it's the second of may"]),
+    ("What time works for you?", ["at", "around"]),
+    ("What did they charge you?", ["a hundred and", "about"]),
+]  # fmt: skip
 OPEN = [
     ("How can I help you?", ["the screen", "my bill", "my internet", "the delivery", "a refund", "my order"]),
     ("What can I do for you today?", ["the screen", "my bill", "a refund"]),
@@ -67,6 +85,8 @@ def main() -> None:
         ("ends", ENDS),
         ("holds", HOLDS),
         ("asks to hear it again (ends)", REPAIRS),
+        ("dates, times, counts and sums (ends)", NUMBER_ENDS),
+        ("dates, times, counts and sums cut short (holds)", NUMBER_HOLDS),
         ("after an open question", OPEN),
     )
     for title, rows in sections:

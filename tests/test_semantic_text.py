@@ -277,15 +277,43 @@ def test_v2_a_booking_line_turn_is_finished_and_its_open_prefix_is_not(text, pre
 
 
 @pytest.mark.parametrize("agent", ["Your total comes to forty two fifty.", "Which day suits you?"])
-@pytest.mark.parametrize("repair", ["pardon", "sorry what", "what was that", "sorry i didn't hear you"])
+@pytest.mark.parametrize(
+    "repair", ["pardon", "sorry what", "what was that", "sorry i didn't hear you"]
+)
 def test_v2_asking_to_hear_it_again_is_a_finished_turn(repair, agent):
-    """"Pardon?", "sorry, what?" after anything the agent said ask it to
+    """ "Pardon?", "sorry, what?" after anything the agent said ask it to
     say it again: a whole turn (v2 read "sorry what" at 0.05-0.29 and
     "pardon" at 0.17-0.41 until repair_examples). A question begun after
     the repair word is not finished yet."""
     m = SemanticTextModel.load("v2")
     assert m.predict(repair, agent) >= m.threshold
     assert m.predict("sorry what is the", agent) < m.threshold
+
+
+@pytest.mark.parametrize(
+    ("text", "prefix", "agent"),
+    [
+        # the questions are worded apart from number_answer_examples' lists
+        (
+            "march twelfth nineteen eighty four",
+            "march twelfth nineteen",
+            "What's your date of birth?",
+        ),
+        ("uh june fifth two thousand one", "uh june fifth two thousand and", "What's your DOB?"),
+        ("at three", "at", "What time works for you?"),
+        ("about twenty", "about", "And how many of those?"),
+        ("a hundred and twenty dollars", "a hundred and", "What did they charge you?"),
+    ],
+)
+def test_v2_a_date_time_count_or_sum_given_in_answer_is_finished(text, prefix, agent):
+    """A whole date of birth, time, count or sum answering a clerk's
+    question is a finished turn; cut inside the year or the sum it is not.
+    (v2 read "march twelfth nineteen eighty four" at 0.15 and "march
+    twelfth nineteen" at 1.00 after a date-of-birth question, "at three"
+    at 0.30, until number_answer_examples.)"""
+    m = SemanticTextModel.load("v2")
+    assert m.predict(text, agent) >= m.threshold
+    assert m.predict(prefix, agent) < m.threshold
 
 
 def test_agent_context_reads_question_kinds():
