@@ -19,6 +19,7 @@ from turnkit.detectors.endpointing import (
     Score,
     Scorer,
     WaitPolicy,
+    number_complete,
 )
 from turnkit.detectors.fused import CEILING_MS, PROFILES, in_digit_run
 from turnkit.detectors.registry import available
@@ -272,6 +273,35 @@ async def test_a_threshold_detector_waits_out_a_chunk_pause_inside_a_read_out_co
     words_wait = await _wait("semantic-text", "How can I help you?", "i need to change my address")
     assert code_wait >= DIGIT_RUN_FLOOR_MS / 1000
     assert words_wait < DIGIT_RUN_FLOOR_MS / 1000 - 0.2
+
+
+async def test_a_number_as_long_as_the_field_asked_for_gets_no_digit_run_wait() -> None:
+    """A caller's "four one five five" after "the last four digits of your
+    card?" is whole: no chunk is to come, so semantic-text answers it on its P as
+    any finished turn, not after the read-out floor; three of the four
+    digits still wait at least the floor."""
+    agent = "And what are the last four digits of your card?"
+    whole = await _wait("semantic-text", agent, "four one five five")
+    part = await _wait("semantic-text", agent, "four one five")
+    assert whole < DIGIT_RUN_FLOOR_MS / 1000 - 0.2
+    assert part >= DIGIT_RUN_FLOOR_MS / 1000
+
+
+@pytest.mark.parametrize(
+    ("agent", "text", "whole"),
+    [
+        ("What are the last four digits of your card?", "it's four one five five", True),
+        ("What are the last four digits of your card?", "four one five", False),
+        ("What's your zip code?", "uh nine four one oh seven", True),
+        ("What's your zip code?", "nine four one double oh", True),
+        ("What's the card number?", "four one five five", False),
+        ("What's your phone number?", "five five five one two three four", False),
+        ("What's the order number?", "one two three four", False),
+        ("What are the last four digits?", "forty one fifty five", False),
+    ],
+)
+def test_number_complete(agent: str, text: str, whole: bool) -> None:
+    assert number_complete(agent, text) is whole
 
 
 def test_the_digit_run_floor_never_passes_the_ceiling() -> None:

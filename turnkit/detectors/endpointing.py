@@ -59,6 +59,7 @@ from turnkit.frames import (
     TurnEndFrame,
     TurnResumedFrame,
 )
+from turnkit.text.features import expected_digits, trailing_digits
 
 __all__ = [
     "CEILING_MS",
@@ -71,6 +72,7 @@ __all__ = [
     "Scorer",
     "WaitPolicy",
     "in_digit_run",
+    "number_complete",
 ]
 
 ComputeMode = Literal["measured", "none", "fixed"]
@@ -153,6 +155,15 @@ def in_digit_run(text: str, run: int = 2) -> bool:
     if len(words) < run:
         return False
     return all(w.isdigit() or w in _DIGIT_WORDS or (len(w) == 1 and w.isalpha()) for w in words)
+
+
+def number_complete(agent_text: str, text: str) -> bool:
+    """The caller has read out as many digits as the field the agent asked
+    for has ("four one five five" after "the last four digits of your
+    card?"): the run is whole, no chunk is to come, so it gets no longer
+    floor or ceiling; the scorer's P decides as for any turn."""
+    want = expected_digits(agent_text)
+    return want is not None and trailing_digits(text) == want
 
 
 @dataclass(slots=True)
@@ -369,7 +380,7 @@ class Endpointing:
     def _resolve_policy(self, text: str) -> WaitPolicy:
         p = self._policy
         policy = p if isinstance(p, WaitPolicy) else p(self.agent_text, text)
-        if not in_digit_run(text):
+        if not in_digit_run(text) or number_complete(self.agent_text, text):
             return policy
         # The one exception to the ceiling, and a floor for threshold
         # detectors: a caller reading digits or spelling pauses between chunks.

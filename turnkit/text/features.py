@@ -103,6 +103,37 @@ def _digit_count(tok: str) -> int:
     return DIGITS.get(tok, 0)
 
 
+# Fields whose answer has one length wherever the caller is: the last four
+# digits, a US ZIP code, a 16-digit card. A phone number's length depends on
+# the country, a PIN's and an account number's on the business: not listed.
+_FIELD_DIGITS = {"last4": 4, "zip": 5, "card": 16}
+
+
+def expected_digits(agent_text: str) -> int | None:
+    """How many digits the field the agent just asked for has, where that
+    is the same everywhere (:data:`_FIELD_DIGITS`); None otherwise."""
+    for feat in agent_context(agent_text):
+        if feat.startswith("A:t=") and feat[4:] in _FIELD_DIGITS:
+            return _FIELD_DIGITS[feat[4:]]
+    return None
+
+
+def trailing_digits(text: str) -> int | None:
+    """Digits read out at the end of ``text``, one word per digit ("four
+    one five", "double five": 2); None when the run holds a number word
+    whose digit count is not its own ("forty two", "fifteen hundred")."""
+    words = [_canon(w) for w in normalize_text(text).split()]
+    count = 0
+    for w in reversed(words):
+        if w in NUMBERS:
+            return None
+        d = _digit_count(w)
+        if not d:
+            break
+        count += d
+    return count
+
+
 def agent_context(agent_text: str) -> list[str]:
     """Context features from the agent's last message (raw text)."""
     raw = agent_text.strip()
