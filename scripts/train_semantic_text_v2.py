@@ -1344,20 +1344,20 @@ def _spoken(n: int) -> list[str]:
     return [_TENS[t - 2]] + ([] if u == 0 else [_UNITS[u - 1]])
 
 
-def _two_digit(rng: random.Random, low: int = 10) -> str:
-    return " ".join(_spoken(rng.randint(low, 99)))
+def _two_digit(rng: random.Random, low: int = 10) -> list[str]:
+    return _spoken(rng.randint(low, 99))
 
 
 def _year(rng: random.Random) -> list[str]:
     """A spoken year: "nineteen eighty four", "two thousand and one", "eighty four"."""
     r = rng.random()
     if r < 0.6:
-        return ["nineteen", *_two_digit(rng, 30).split()]
+        return ["nineteen", *_two_digit(rng, 30)]
     if r < 0.8:
         n = rng.randint(0, 9)
         tail = [] if n == 0 else ["and", _UNITS[n - 1]] if rng.random() < 0.4 else [_UNITS[n - 1]]
         return ["two", "thousand", *tail]
-    return _two_digit(rng, 40).split()
+    return _two_digit(rng, 40)
 
 
 def _number_answer(kind: str, rng: random.Random) -> tuple[list[str], list[int]]:
@@ -1379,15 +1379,11 @@ def _number_answer(kind: str, rng: random.Random) -> tuple[list[str], list[int]]
             cuts = []
         else:  # oh four oh six eighty two: month, day, year as numbers
             m = rng.randint(1, 12)
-            mm = (
-                ["oh", _UNITS[m - 1]]
-                if m < 10 and rng.random() < 0.5
-                else ([_UNITS[m - 1]] if m < 10 else _TEENS[m - 10].split())
-            )
+            mm = ["oh", _UNITS[m - 1]] if m < 10 and rng.random() < 0.5 else _spoken(m)
             d = rng.randint(1, 28)
             dd = ["oh", _UNITS[d - 1]] if d < 10 else _spoken(d)
             head = mm + dd
-            year = _two_digit(rng, 40).split()
+            year = _two_digit(rng, 40)
             cuts = []
         if rng.random() < 0.1:  # a restart: "march march twelfth ..."
             head = [head[0], *head]
@@ -1450,14 +1446,14 @@ def _number_answer(kind: str, rng: random.Random) -> tuple[list[str], list[int]]
     # amount
     hundreds = [rng.choice(_UNITS), "hundred"]
     options = [
-        (_two_digit(rng, 20).split() + _two_digit(rng, 10).split(), []),  # forty nine ninety nine
-        ([*_two_digit(rng, 20).split(), "dollars"], []),
-        (["about", *_two_digit(rng, 20).split(), "bucks"], [1]),
-        ([*hundreds, "and", *_two_digit(rng, 20).split()], [3]),
+        (_two_digit(rng, 20) + _two_digit(rng, 10), []),  # forty nine ninety nine
+        ([*_two_digit(rng, 20), "dollars"], []),
+        (["about", *_two_digit(rng, 20), "bucks"], [1]),
+        ([*hundreds, "and", *_two_digit(rng, 20)], [3]),
         ([*hundreds, "dollars"], []),
-        (["a", "hundred", "and", *_two_digit(rng, 10).split()], [3]),
+        (["a", "hundred", "and", *_two_digit(rng, 10)], [3]),
         (
-            [*_two_digit(rng, 10).split(), "dollars", "and", *_two_digit(rng, 20).split(), "cents"],
+            [*_two_digit(rng, 10), "dollars", "and", *_two_digit(rng, 20), "cents"],
             [],
         ),
         (["around", *hundreds], [1]),
