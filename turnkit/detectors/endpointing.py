@@ -59,7 +59,7 @@ from turnkit.frames import (
     TurnEndFrame,
     TurnResumedFrame,
 )
-from turnkit.text.features import expected_digits, trailing_digits
+from turnkit.text.features import DIGITS, NUMBERS, expected_digits, trailing_digits
 
 __all__ = [
     "CEILING_MS",
@@ -107,45 +107,9 @@ PRELOOK_MS = 64.0
 log = logging.getLogger(__name__)
 
 
-_DIGIT_WORDS = frozenset(
-    [
-        "zero",
-        "oh",
-        "o",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "thirteen",
-        "fourteen",
-        "fifteen",
-        "sixteen",
-        "seventeen",
-        "eighteen",
-        "nineteen",
-        "twenty",
-        "thirty",
-        "forty",
-        "fifty",
-        "sixty",
-        "seventy",
-        "eighty",
-        "ninety",
-        "hundred",
-        "thousand",
-        "double",
-        "triple",
-        "dash",
-    ]
-)
+# The digit words the text features count ("oh", "double", "forty"), and
+# the "dash" read between groups.
+_DIGIT_WORDS = frozenset(DIGITS) | NUMBERS | {"dash"}
 
 
 def in_digit_run(text: str, run: int = 2) -> bool:

@@ -125,7 +125,9 @@ class _Utterance:
 
 
 def _as_float(audio: np.ndarray | bytes | bytearray | memoryview, what: str) -> np.ndarray:
-    """Mono float32 in [-1, 1] from int16 PCM bytes or a numpy array."""
+    """Mono float32 in [-1, 1] from int16 PCM bytes or a numpy array (k /
+    32768: :func:`~turnkit.audio.wav.to_pcm16` writes an int16 frame back
+    bit for bit)."""
     if isinstance(audio, bytes | bytearray | memoryview):
         if len(audio) % 2:
             raise RecorderError(f"{what}: odd number of bytes for 16-bit PCM ({len(audio)})")
@@ -138,12 +140,6 @@ def _as_float(audio: np.ndarray | bytes | bytearray | memoryview, what: str) -> 
     if not np.issubdtype(arr.dtype, np.floating):
         raise RecorderError(f"{what}: unsupported sample type {arr.dtype} (int16 or float)")
     return np.clip(arr.astype(np.float32, copy=False), -1.0, 1.0)
-
-
-def _to_int16(audio: np.ndarray) -> np.ndarray:
-    # The inverse of _as_float (k / 32768): a recorded int16 frame is
-    # written back bit for bit.
-    return to_pcm16(audio).astype(np.int16)
 
 
 def _safe_id(text: str) -> str:
@@ -242,7 +238,7 @@ class CallRecorder:
 
     def _write_caller(self, audio: np.ndarray) -> None:
         if len(audio) and self._caller_file is not None:
-            self._caller_file.write(_to_int16(audio))
+            self._caller_file.write(to_pcm16(audio))
             self._caller_samples += len(audio)
 
     def agent_audio(
@@ -269,7 +265,7 @@ class CallRecorder:
             self._flush_agent()  # not back to back: the held-back tail ends the last run
         elif sample_rate != self._agent_stream.rate:
             self._flush_agent()
-        out = _to_int16(self._agent_stream.to_16k(samples, sample_rate))
+        out = to_pcm16(self._agent_stream.to_16k(samples, sample_rate))
         self._agent.append(_AgentChunk(start, out))
         end = start + len(out) / SAMPLE_RATE
         self._agent_cursor = end if self._agent_cursor is None else max(self._agent_cursor, end)
@@ -278,7 +274,7 @@ class CallRecorder:
         tail = self._agent_stream.flush()
         if len(tail) and self._agent:
             last = self._agent[-1]
-            last.audio = np.concatenate([last.audio, _to_int16(tail)])
+            last.audio = np.concatenate([last.audio, to_pcm16(tail)])
             if self._agent_cursor is not None:
                 self._agent_cursor = max(
                     self._agent_cursor, last.start + len(last.audio) / SAMPLE_RATE
