@@ -241,6 +241,36 @@ async def test_fake_vad_controller_long_wordless_speech_pauses_then_resumes() ->
 
 
 @pytest.mark.asyncio
+async def test_fake_vad_a_long_mhm_resumes_once_it_is_over_not_a_word_wait_later() -> None:
+    """An "mhm" hummed past a backchannel's length holds the agent; its word
+    comes at its end while the VAD still hears speech (its hangover). Once
+    the sound is over the acknowledgement releases the pause at once, not a
+    ``word_wait_s`` later, and nothing stops the agent."""
+    clock = VirtualClock()
+    ctl = BargeInController(clock)
+    ctl.on_agent_started("Your parcel left the depot this morning and should arrive by six.", 0.0)
+    d = await _segment(clock, ctl, onset=1.0, dur=0.65, words="mhm", word_at=1.65, until=3.0)
+    assert Action.PAUSE in d and Action.STOP not in d and Action.CONFIRM not in d
+    resume = next(t for t, a, why in ctl.log if a is Action.RESUME and "mhm" in why)
+    assert resume < 1.65 + ctl.params.word_wait_s - 0.2, list(ctl.log)
+
+
+@pytest.mark.asyncio
+async def test_fake_vad_a_turn_end_on_a_held_acknowledgement_resumes_the_agent() -> None:
+    """The detector commits a long "mhm" as a caller turn while the agent's
+    audio is held and the word has come: an acknowledgement, not a bid, so
+    the agent goes on (``resume``), where a held sound with no words yet is
+    confirmed (test_barge_in_controller's turn-end test)."""
+    clock = VirtualClock()
+    ctl = BargeInController(clock)
+    ctl.on_agent_started("Your parcel left the depot this morning and should arrive by six.", 0.0)
+    d = await _segment(clock, ctl, onset=1.0, dur=0.7, words="mhm", word_at=1.62, until=1.66)
+    assert ctl.paused and Action.PAUSE in d, list(ctl.log)
+    assert ctl.on_turn_end() is Action.RESUME
+    assert not ctl.paused and "not a turn" in ctl.reason
+
+
+@pytest.mark.asyncio
 async def test_barge_in_processor_flushes_in_one_step_and_resumes_where_it_stopped() -> None:
     clock = VirtualClock()
     proc = BargeInProcessor(clock, BargeInController(clock))

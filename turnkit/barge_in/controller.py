@@ -348,8 +348,17 @@ class BargeInController:
         recogniser running late), that commit is the evidence: the caller
         spoke a whole turn, so the pause is confirmed as a stop — otherwise
         the agent would be "talking" (paused) when the turn ends, the host
-        would ignore the end, and the caller would get no answer."""
+        would ignore the end, and the caller would get no answer. Where the
+        held sound's words have come and are acknowledgement words only, the
+        commit is the detector taking a long "mhm" for a turn: ``resume``."""
         if self._paused:
+            seg = self._seg
+            if seg is not None and seg.lexical and not self._floor:
+                # The words came and are an acknowledgement ("mhm" said
+                # long, past a backchannel's usual length): the detector
+                # took it for a turn, but it is no bid, and the agent goes
+                # on rather than answering "mhm".
+                return self._resume(f"acknowledgement: {' '.join(seg.words)!r}, not a turn")
             self._floor = True
             return self._act(Action.CONFIRM, "the caller's turn ended while the agent was paused")
         return Action.KEEP
@@ -732,6 +741,14 @@ class BargeInController:
             # Long and still voiced now (not residual echo the VAD hangs on).
             self._floor = True
             return self._act(Action.CONFIRM, f"speech past {p.confirm_after_s:.2f} s")
+        if seg.lexical and (
+            not seg.speaking
+            or (seg.quiet_since is not None and now - seg.quiet_since >= p.quiet_resume_s - 1e-9)
+        ):
+            # Acknowledgement words, and the sound is over: nothing more is
+            # coming to decide on ("mhm" outlasting the hold, its word
+            # arriving while the voice still hummed).
+            return self._resume(f"acknowledgement over: {' '.join(seg.words)!r}")
         if not seg.speaking and now - seg.last_speech >= p.word_wait_s - 1e-9:
             return self._resume("false interruption: no words followed")
         return Action.KEEP
