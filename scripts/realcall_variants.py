@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Real-call-like variants of the natural demo calls, for replay checks.
 
-    python scripts/realcall_variants.py --out /tmp/realcalls [--only NAME]
+    python scripts/realcall_variants.py --out /tmp/realcalls [--only NAME] [--noisy]
 
 Real telephone calls are not shaped like the demo corpus: a caller says two
 or three things in a row while the clerk says nothing, talks over the end of
@@ -20,6 +20,11 @@ both. Events inside the removed stretch go; events after it move back by
 turn, moves that turn earlier than the agent's audio (an overlap); cutting
 both, across an agent turn, removes the agent's reply (back-to-back caller
 turns).
+
+``--noisy`` writes another set: the natural calls with a steady background
+under the caller's line, mixed in (not cut): pink noise (a car, a fan) or
+other voices (a television, an office: the demo's other agent tracks,
+three at once), 10-20 dB under the caller's speech.
 """
 
 from __future__ import annotations
@@ -489,6 +494,50 @@ def no_agent(call: Call) -> Call:
     return out
 
 
+def _pink(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Pink (1/f) noise, unit RMS."""
+    spec = np.fft.rfft(rng.standard_normal(n))
+    f = np.arange(len(spec), dtype=np.float64)
+    spec[1:] /= np.sqrt(f[1:])
+    spec[0] = 0.0
+    x = np.fft.irfft(spec, n)
+    return (x / (np.sqrt(np.mean(x**2)) + 1e-12)).astype(np.float32)
+
+
+def background(call: Call, kind: str, snr_db: float, seed: int = 0) -> Call:
+    """The caller's line with a steady background under it, ``snr_db`` below
+    the caller's speech (RMS over their turns): ``pink`` (a car, a fan, line
+    hiss) or ``talk`` (a television or a room of other people: the demo's
+    other calls' agent voices, overlapped and looped, so it is speech that
+    is neither the caller's nor this call's agent). Labels unchanged: the
+    caller said the same words at the same times, in a noisier place."""
+    out = call.copy()
+    rate, x = out.caller_rate, out.caller
+    rng = np.random.default_rng(seed)
+    spans = [(round(e["start"] * rate), round(e["end"] * rate)) for e in out.of("caller_turn")]
+    speech = np.concatenate([x[a:b] for a, b in spans]) if spans else x
+    level = float(np.sqrt(np.mean(np.square(speech, dtype=np.float64))))
+    if kind == "pink":
+        bg = _pink(len(x), rng)
+    else:
+        others = sorted(p for p in (ROOT / "recordings").glob("*/agent.wav"))
+        voices = []
+        for path in others:
+            a, r = sf.read(str(path), dtype="float32")
+            if r != rate:
+                a = soxr.resample(a, r, rate).astype(np.float32)
+            voices.append(a)
+        bg = np.zeros(len(x), dtype=np.float32)
+        for k in range(3):  # three talkers at once: no gap long enough to be silence
+            v = np.concatenate(voices[k::3])
+            off = int(rng.integers(0, len(v)))
+            v = np.roll(v, -off)
+            bg += np.resize(v, len(x))
+        bg /= float(np.sqrt(np.mean(bg**2))) + 1e-12
+    out.caller = (x + bg * level * 10 ** (-snr_db / 20)).astype(np.float32)
+    return out
+
+
 Variant = tuple[str, str, Callable[[Call], Call], dict[str, Any]]
 
 # (name, source call, edit, save options)
@@ -535,6 +584,18 @@ VARIANTS: list[Variant] = [
     ("tail3.0", "travel-natural-16", lambda c: last_turn_tail(c, 3.0), {}),
 ]
 
+# A caller in a noisy place (--noisy; apart from VARIANTS, whose figures
+# they would swamp): steady noise is harmless, other voices under the
+# caller's are not (the VAD hears them as the caller still speaking).
+NOISY: list[Variant] = [
+    ("pink20", "appointment-natural-13", lambda c: background(c, "pink", 20.0), {}),
+    ("pink10", "billing-natural-12", lambda c: background(c, "pink", 10.0), {}),
+    ("pink10", "travel-natural-16", lambda c: background(c, "pink", 10.0), {}),
+    ("talk20", "internet-natural-14", lambda c: background(c, "talk", 20.0), {}),
+    ("talk15", "order-natural-15", lambda c: background(c, "talk", 15.0), {}),
+    ("talk15", "pharmacy-natural-17", lambda c: background(c, "talk", 15.0), {}),
+]
+
 
 def build(
     name: str, source: str, edit: Callable[[Call], Call], opts: dict[str, Any], out: Path
@@ -552,10 +613,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("/tmp/realcalls"))
     ap.add_argument("--only", default=None, help="variant names containing this")
+    ap.add_argument(
+        "--noisy",
+        action="store_true",
+        help="write the noisy-place variants (NOISY: steady noise, other voices) instead",
+    )
     args = ap.parse_args(argv)
     if args.out.exists():
         shutil.rmtree(args.out)
-    for name, source, edit, opts in VARIANTS:
+    for name, source, edit, opts in NOISY if args.noisy else VARIANTS:
         if args.only and args.only not in f"{source}-{name}":
             continue
         print(build(name, source, edit, opts, args.out))

@@ -206,3 +206,27 @@ def test_caller_answering_over_the_agents_last_words_gets_a_reply(
     assert rec.caller_turns[-1].text.lower().startswith("okay")
     assert not okay.missed, okay
     assert okay.response_ms is not None
+
+
+@pytest.mark.parametrize("kind", ["pink", "talk"])
+def test_background_sits_its_snr_under_the_caller_and_moves_no_label(kind: str) -> None:
+    """The noisy-place variant mixes a steady background under the caller's
+    line at the asked level below their speech (RMS over their turns) and
+    leaves the labels and the agent's track as they were."""
+    import numpy as np
+
+    call = rv.Call.load(RECORDINGS / "billing-natural-12")
+    noisy = rv.background(call, kind, 15.0)
+    assert noisy.meta["events"] == call.meta["events"]
+    assert noisy.agent is not None and call.agent is not None
+    assert np.array_equal(noisy.agent, call.agent)
+    r = call.caller_rate
+    spans = [(round(e["start"] * r), round(e["end"] * r)) for e in call.of("caller_turn")]
+    speech = np.concatenate([call.caller[a:b] for a, b in spans])
+    added = noisy.caller - call.caller
+    snr = 10 * np.log10(
+        np.mean(speech.astype(np.float64) ** 2) / np.mean(added.astype(np.float64) ** 2)
+    )
+    assert abs(snr - 15.0) < 0.2
+    # The same edit writes the same audio (a seeded generator).
+    assert np.array_equal(rv.background(call, kind, 15.0).caller, noisy.caller)
