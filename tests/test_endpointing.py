@@ -252,6 +252,57 @@ async def test_fused_commits_by_the_ceiling_however_unfinished_the_words() -> No
     assert ends[0][0] - 1.5 <= CEILING_MS / 1000 + FRAME_S
 
 
+async def _streamed_turn(d: DetectorDriver, text: str) -> None:
+    """A caller turn as a streaming recogniser sends it: each word's text so
+    far while the VAD still hears speech."""
+    words = text.split(" ")
+    for i in range(len(words)):
+        await d.speak(0.3)
+        await d.say(" ".join(words[: i + 1]))
+
+
+@pytest.mark.parametrize("spec", ["fused:audio=off", "semantic-text"])
+async def test_a_voice_under_the_callers_does_not_strand_them(spec: str) -> None:
+    """A television or an office under the caller's line: the VAD hears
+    speech after the caller's last word, no pause ever lasts, and the turn
+    was never ended (every detector on the noisy variants: the caller
+    waited 3-4 s or went unanswered). Now the turn ends once the VAD has
+    heard the ceiling of speech with no new word; the same sound opens no
+    new turn (no resume), and the caller's next words do."""
+    d = DetectorDriver(spec)
+    await _streamed_turn(d, "i want to change my delivery address")
+    last_word = d.t
+    out = await d.frames(0.9, 3.0)  # someone else talking, on and on
+    ends = [(at, s) for at, s in out if isinstance(s, TurnEndFrame)]
+    assert len(ends) == 1, d.signals
+    at, end = ends[0]
+    assert "no new words" in end.reason
+    assert at - last_word == pytest.approx(CEILING_MS / 1000, abs=FRAME_S + 1e-6)
+    assert not [s for _, s in out if isinstance(s, TurnResumedFrame)]
+    resumed = await d.say("i want to change my delivery address actually", spoken_until=d.t)
+    assert [s for s in resumed if isinstance(s, TurnResumedFrame)] and d.det.turn_open
+
+
+async def test_a_recogniser_that_writes_only_after_the_vad_stops_never_stalls() -> None:
+    """A segment recogniser (Whisper behind a VAD) sends a turn's words only
+    once the caller stops: minutes of speech can pass with no new word, so
+    the stalled-words end never applies, and neither does it for a caller
+    who pauses long and then goes on (its silence is not counted)."""
+    d = DetectorDriver("fused:audio=off")
+    await d.speak(1.0)
+    await d.silence(0.2)
+    await d.say("i want to change my delivery address")  # written when the VAD stopped
+    await d.silence(1.2)
+    assert len(d.ends()) == 1
+    await d.speak(4.0)  # a long turn: no words until it ends
+    assert len(d.ends()) == 1, d.signals
+    streaming = DetectorDriver("fused:audio=off")
+    await _streamed_turn(streaming, "my number is four one five")
+    await streaming.silence(0.9)  # a chunk pause, longer than the ceiling of speech...
+    await streaming.speak(0.3)  # ...then the next digit, still being said
+    assert not streaming.ends(), streaming.signals
+
+
 async def test_patient_profile_keeps_the_ceiling_unless_digits_are_being_read() -> None:
     agent = "Sure. What is the card number?"
     words = await _fused_wait(agent, "i think it is the one that")

@@ -230,3 +230,25 @@ def test_background_sits_its_snr_under_the_caller_and_moves_no_label(kind: str) 
     assert abs(snr - 15.0) < 0.2
     # The same edit writes the same audio (a seeded generator).
     assert np.array_equal(rv.background(call, kind, 15.0).caller, noisy.caller)
+
+
+@pytest.mark.parametrize(
+    ("source", "check"), [("order-natural-15", "answered"), ("pharmacy-natural-17", "in 2 s")]
+)
+def test_other_voices_under_the_caller_strand_no_turn(
+    source: str, check: str, tmp_path: Path
+) -> None:
+    """Three other voices 15 dB under the caller (a television, an office):
+    the VAD hears speech after each of the caller's turns and no pause
+    lasts. fused left two of order-natural-15's five turns unanswered and
+    answered pharmacy-natural-17's third and fifth after 3.9 and 3.8 s; the
+    turn now ends once the VAD has heard the ceiling of speech with no new
+    word from the (streaming) recogniser."""
+    call = rv.background(rv.Call.load(RECORDINGS / source), "talk", 15.0)
+    rec = _save(call, tmp_path / "call", f"{source}-talk15")
+    score = _replay(rec, "fused")
+    assert not [t.turn for t in score.turns if t.missed], score.turns
+    if check == "in 2 s":
+        assert all(t.response_ms is not None and t.response_ms < 2000 for t in score.turns), [
+            t.response_ms for t in score.turns
+        ]

@@ -25,6 +25,12 @@ one pause state machine, which owns all the waiting:
 * **a ceiling**: no wait exceeds ``max_wait_ms``, whatever the scorer says
   (a turn nobody answers is the worst outcome); a scorer that fails or has
   no evidence falls back to a fixed silence wait;
+* **the words stopped** (model detectors, with a recogniser that streams):
+  another voice under the caller's (a television, an office) keeps the VAD
+  calling it speech after the caller is done, and no pause lasts. A turn
+  whose words have not changed through ``max_wait_ms`` of speech is ended
+  as if that were a pause at its ceiling (:meth:`Endpointing.stalled`);
+  the same sound then opens no new turn, the caller's next words do.
 * **compute**: a model's cost delays the decision by the part still running
   when the turn ends — measured (wall clock), ``fixed`` (the benchmark figure
   recorded with the model, so two runs give identical figures) or ``none``.
@@ -104,6 +110,14 @@ HISTORY_MESSAGES = 12
 # not one: a single quiet frame inside a word (a stop consonant) is common
 # and would run the model for nothing.
 PRELOOK_MS = 64.0
+# Word updates heard while the VAD called it speech before a recogniser
+# counts as streaming (for the stalled-words end): a recogniser that writes
+# a segment only once the VAD stops sends none.
+STREAMED_WORDS = 3
+# After a stalled-words end, this much silence clears it: the next speech
+# opens a turn again even without words (gaps in a background voice are
+# shorter; a caller stranded by a recogniser that writes nothing is not).
+STALL_CLEAR_MS = 500.0
 log = logging.getLogger(__name__)
 
 
@@ -313,6 +327,14 @@ class Endpointing:
         self._speech_end = 0.0
         self._early_at: float | None = None  # speech end an early eager went out for
         self._pre: _Pause | None = None  # a look taken in the VAD's hangover
+        # Speech the VAD heard in the open turn since its words last changed
+        # (ms; None: no words yet), for the stalled-words end.
+        self._wordless_ms: float | None = None
+        self._streamed = 0  # word updates that came while the VAD heard speech
+        # Ended on stalled words: the sound goes on, and only the caller's
+        # next words (or a real silence, STALL_CLEAR_MS) open a turn again.
+        self._stalled = False
+        self._stall_quiet_ms = 0.0
         if self._audio is not None:
             self._audio.clear()
 
@@ -361,12 +383,60 @@ class Endpointing:
 
     # -- evidence ------------------------------------------------------------
     async def on_transcript(self, frame: TranscriptFrame) -> list[SystemFrame]:
-        self.transcript = frame.text.strip()
+        text = frame.text.strip()
+        changed = text != self.transcript
+        self.transcript = text
         self.spoken_until = frame.spoken_until
-        return await self._maybe_early()
+        out: list[SystemFrame] = []
+        if changed and self.turn_text():
+            self._wordless_ms = 0.0
+            if not self._quiet:
+                self._streamed += 1
+            if self._stalled:
+                # The caller's own words after a stalled-words end: they went on.
+                self._stalled = False
+                self.turn_open = True
+                if self._audio is not None:
+                    new = [w.start for w in frame.words if w.end > self.decided_until]
+                    self._audio.turn_start = min(new) if new else self.clock.now()
+                if self.signalled:
+                    self.signalled = False
+                    out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
+        return out + await self._maybe_early()
+
+    def stalled(self) -> bool:
+        """The open turn has words, the recogniser streams (at least
+        ``STREAMED_WORDS`` updates so far came while the VAD heard speech:
+        a recogniser that writes a segment only after the VAD stops never
+        qualifies), and since they last changed the VAD has heard the
+        policy's ceiling of speech (its silences not counted: a long hold
+        before the next word is the pause machinery's): a voice that is not
+        the caller's, or a sound with no words in it. Model detectors only: ``silence:*`` stays
+        the plain timer it is compared as."""
+        if (
+            self.scorer is None
+            or not self.turn_open
+            or self._wordless_ms is None
+            or self._streamed < STREAMED_WORDS
+            or not self.turn_text()
+        ):
+            return False
+        return self._wordless_ms >= self.policy().max_wait_ms - 1e-6
 
     async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
         out: list[SystemFrame] = []
+        frame_ms = 1000.0 * len(frame.audio) / frame.sample_rate
+        if self._stalled:
+            self._stall_quiet_ms = 0.0 if vad.speaking else self._stall_quiet_ms + frame_ms
+            if self._stall_quiet_ms < STALL_CLEAR_MS - 1e-6:
+                # The sound the turn was ended through goes on (with gaps):
+                # not the caller, whose next words open the turn.
+                if self._audio is not None:
+                    self._audio.push(frame, vad, False)
+                return out
+            self._stalled = False
+        if vad.speaking and self.turn_open and self._wordless_ms is not None:
+            self._wordless_ms += frame_ms
         opening = vad.speaking and not self.turn_open
         if vad.speaking:
             if self.signalled:
@@ -385,6 +455,16 @@ class Endpointing:
                 out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
         if vad.speaking:
             self._pause = None  # speech again: the pending pause is void
+            now = self.clock.now()
+            if self.stalled():
+                policy = self.policy()
+                stall = _Pause(speech_end=now, number=self._pauses + 1)
+                self._pauses += 1
+                self._stalled = True
+                self._stall_quiet_ms = 0.0
+                why = f"no new words in {self._wordless_ms:.0f} ms of speech"
+                out.append(self._commit(stall, 0.0, policy.max_wait_ms, policy, why=why))
+                return out
             out += await self._maybe_early()
             await self._maybe_prelook(vad)
             return out
@@ -533,7 +613,12 @@ class Endpointing:
         ]
 
     def _commit(
-        self, pause: _Pause, silent_ms: float, wait: float, policy: WaitPolicy
+        self,
+        pause: _Pause,
+        silent_ms: float,
+        wait: float,
+        policy: WaitPolicy,
+        why: str | None = None,
     ) -> TurnEndFrame:
         score = pause.score
         # The scorer ran when the pause began (or when its words last
@@ -541,7 +626,9 @@ class Endpointing:
         # decision — all of it right after, none when a timer fires later.
         pending = max(0.0, (pause.ready_at - self.clock.now()) * 1000)
         p = score.p if score is not None else None
-        if score is not None and score.error is not None:
+        if why is not None:
+            reason = why
+        elif score is not None and score.error is not None:
             self.fallbacks += 1
             reason = f"fallback: {score.error} (after {silent_ms:.0f} ms silence)"
         elif p is None:
@@ -572,6 +659,7 @@ class Endpointing:
         # arrive later (even within this frame) are the next turn's.
         self.decided_until = pause.speech_end
         self._pause = None
+        self._wordless_ms = None
         if self._audio is not None:
             self._audio.turn_start = None
         return TurnEndFrame(
