@@ -14,6 +14,7 @@ from turnkit.detectors import create_detector
 from turnkit.detectors.base import EndOfTurnDetector
 from turnkit.detectors.endpointing import (
     DIGIT_RUN_FLOOR_MS,
+    STALLED_MS,
     Endpointing,
     Evidence,
     Score,
@@ -267,7 +268,7 @@ async def test_a_voice_under_the_callers_does_not_strand_them(spec: str) -> None
     speech after the caller's last word, no pause ever lasts, and the turn
     was never ended (every detector on the noisy variants: the caller
     waited 3-4 s or went unanswered). Now the turn ends once the VAD has
-    heard the ceiling of speech with no new word; the same sound opens no
+    heard STALLED_MS of speech with no new word; the same sound opens no
     new turn (no resume), and the caller's next words do."""
     d = DetectorDriver(spec)
     await _streamed_turn(d, "i want to change my delivery address")
@@ -277,7 +278,7 @@ async def test_a_voice_under_the_callers_does_not_strand_them(spec: str) -> None
     assert len(ends) == 1, d.signals
     at, end = ends[0]
     assert "no new words" in end.reason
-    assert at - last_word == pytest.approx(CEILING_MS / 1000, abs=FRAME_S + 1e-6)
+    assert at - last_word == pytest.approx(STALLED_MS / 1000, abs=FRAME_S + 1e-6)
     assert not [s for _, s in out if isinstance(s, TurnResumedFrame)]
     resumed = await d.say("i want to change my delivery address actually", spoken_until=d.t)
     assert [s for s in resumed if isinstance(s, TurnResumedFrame)] and d.det.turn_open
@@ -298,8 +299,8 @@ async def test_a_recogniser_that_writes_only_after_the_vad_stops_never_stalls() 
     assert len(d.ends()) == 1, d.signals
     streaming = DetectorDriver("fused:audio=off")
     await _streamed_turn(streaming, "my number is four one five")
-    await streaming.silence(0.9)  # a chunk pause, longer than the ceiling of speech...
-    await streaming.speak(0.3)  # ...then the next digit, still being said
+    await streaming.silence(0.9)  # a chunk pause (under the ceiling)...
+    await streaming.speak(0.5)  # ...then the next digit: 1.4 s since a word, 0.5 s of speech
     assert not streaming.ends(), streaming.signals
 
 

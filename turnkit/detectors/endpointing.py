@@ -28,7 +28,7 @@ one pause state machine, which owns all the waiting:
 * **the words stopped** (model detectors, with a recogniser that streams):
   another voice under the caller's (a television, an office) keeps the VAD
   calling it speech after the caller is done, and no pause lasts. A turn
-  whose words have not changed through ``max_wait_ms`` of speech is ended
+  whose words have not changed through ``STALLED_MS`` of speech is ended
   as if that were a pause at its ceiling (:meth:`Endpointing.stalled`);
   the same sound then opens no new turn, the caller's next words do.
 * **compute**: a model's cost delays the decision by the part still running
@@ -110,10 +110,18 @@ HISTORY_MESSAGES = 12
 # not one: a single quiet frame inside a word (a stop consonant) is common
 # and would run the model for nothing.
 PRELOOK_MS = 64.0
-# Word updates heard while the VAD called it speech before a recogniser
-# counts as streaming (for the stalled-words end): a recogniser that writes
-# a segment only once the VAD stops sends none.
+# Word updates heard mid-speech (the last frame was speech) before a
+# recogniser counts as streaming, for the stalled-words end: one that writes
+# a segment only once the VAD stops, or only finals at its own endpoint,
+# sends none there.
 STREAMED_WORDS = 3
+# Speech heard with no new word before a turn counts as stalled: the
+# longest wait anywhere (DIGIT_RUN_MS), which also leaves a streaming
+# recogniser its lag (interim words 0.3-0.6 s behind the voice, a long word
+# before them). On the noisy variants 1000 ms and 1200 ms answered alike
+# (fused missed 3.3 % and 0 %, one turn), 1500 ms missed 10 %: the longer
+# the wait, the likelier another voice's onset cancels the reply.
+STALLED_MS = 1200.0
 # After a stalled-words end, this much silence clears it: the next speech
 # opens a turn again even without words (gaps in a background voice are
 # shorter; a caller stranded by a recogniser that writes nothing is not).
@@ -406,13 +414,13 @@ class Endpointing:
 
     def stalled(self) -> bool:
         """The open turn has words, the recogniser streams (at least
-        ``STREAMED_WORDS`` updates so far came while the VAD heard speech:
-        a recogniser that writes a segment only after the VAD stops never
-        qualifies), and since they last changed the VAD has heard the
-        policy's ceiling of speech (its silences not counted: a long hold
-        before the next word is the pause machinery's): a voice that is not
-        the caller's, or a sound with no words in it. Model detectors only: ``silence:*`` stays
-        the plain timer it is compared as."""
+        ``STREAMED_WORDS`` updates so far came mid-speech: a recogniser that
+        writes a segment only after the VAD stops never qualifies), and
+        since they last changed the VAD has heard ``STALLED_MS`` of speech
+        (its silences not counted: a long hold before the next word is the
+        wait's business): a voice that is not the caller's, or a sound with
+        no words in it. Model detectors only: ``silence:*`` stays the plain
+        timer it is compared as."""
         if (
             self.scorer is None
             or not self.turn_open
@@ -421,7 +429,7 @@ class Endpointing:
             or not self.turn_text()
         ):
             return False
-        return self._wordless_ms >= self.policy().max_wait_ms - 1e-6
+        return self._wordless_ms >= STALLED_MS - 1e-6
 
     async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
         out: list[SystemFrame] = []
