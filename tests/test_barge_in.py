@@ -271,6 +271,37 @@ async def test_fake_vad_a_turn_end_on_a_held_acknowledgement_resumes_the_agent()
 
 
 @pytest.mark.asyncio
+async def test_fake_vad_long_wordless_speech_is_no_bid_where_the_recogniser_streams() -> None:
+    """Speech past ``confirm_after_s`` with no word is a bid where no word
+    can come (no recogniser, a language it cannot write); where the
+    recogniser has been writing the caller's words as they spoke, it is
+    another voice behind the caller (a television) or a sound with no words
+    in it: the agent goes on."""
+    for streaming in (False, True):
+        clock = VirtualClock()
+        ctl = BargeInController(clock)
+        if streaming:
+            # The caller's own turn, its words arriving while they speak.
+            words = ["i", "need", "to", "change", "the", "address", "on", "my", "order"]
+            t = 0.0
+            for i in range(len(words)):
+                await clock.advance_to(t + 0.032)
+                ctl.on_frame(_step(True, started=i == 0, start=0.0, end=t + 0.032))
+                ctl.on_transcript(" ".join(words[: i + 1]))
+                t += 0.3
+            assert ctl.streams
+        ctl.on_agent_started(
+            "Sure, let me pull up your order and the address we have on file.", 5.0
+        )
+        d = await _segment(clock, ctl, onset=6.0, dur=2.0, until=8.5)
+        if streaming:
+            assert Action.CONFIRM not in d and Action.STOP not in d, list(ctl.log)
+            assert any("streaming recogniser" in why for _, a, why in ctl.log if a is Action.RESUME)
+        else:
+            assert Action.CONFIRM in d, list(ctl.log)
+
+
+@pytest.mark.asyncio
 async def test_barge_in_processor_flushes_in_one_step_and_resumes_where_it_stopped() -> None:
     clock = VirtualClock()
     proc = BargeInProcessor(clock, BargeInController(clock))

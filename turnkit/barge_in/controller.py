@@ -103,6 +103,9 @@ from turnkit.clock import Clock
 __all__ = ["Action", "BargeInController", "BargeInParams", "Evidence"]
 
 CHARS_PER_SECOND = 15.0  # the agent's speaking rate when no playback marks arrive
+# New words heard mid-speech before the recogniser counts as streaming (one
+# that writes a segment only once the VAD stops sends none there).
+STREAMED_WORDS = 3
 _WORDISH = re.compile(r"[\w'’-]", re.UNICODE)
 _BOUNDARY = re.compile(r"[,.;:?!]")
 
@@ -259,6 +262,9 @@ class BargeInController:
         # ``ack_count`` counts them all (the deque keeps the last ones).
         self.acknowledgements: deque[tuple[float, str]] = deque(maxlen=64)
         self.ack_count = 0
+        # New words heard while the VAD heard speech: the recogniser streams.
+        self._streamed = 0
+        self._vad_speaking = False
         self.reset()
 
     @classmethod
@@ -372,6 +378,7 @@ class BargeInController:
     def on_frame(self, vad: VADStep, audio: np.ndarray | None = None) -> Action:
         """One caller frame (after the echo filter) and its VAD verdict."""
         now = self.clock.now()
+        self._vad_speaking = vad.speaking and vad.prob >= self.params.quiet_prob
         quiet = vad.prob < self.params.quiet_prob
         if not self._agent_start and audio is not None and vad.speaking and not quiet:
             # The caller's own turns set the level a bid is judged against.
@@ -451,7 +458,7 @@ class BargeInController:
             # Held (and released) enough times: no more gaps in the agent's
             # audio for this sound; its words decide, or its length (no
             # recogniser, or a language it cannot write).
-            if seg.duration >= p.confirm_after_s - 1e-9:
+            if seg.duration >= p.confirm_after_s - 1e-9 and not self.streams:
                 return self._pause(f"speech past {p.confirm_after_s:.2f} s")
             return Action.KEEP
         if seg.restart is not None:
@@ -478,9 +485,19 @@ class BargeInController:
                 )
         return Action.KEEP
 
+    @property
+    def streams(self) -> bool:
+        """The recogniser writes the caller's words while they speak (at
+        least ``STREAMED_WORDS`` new words came with the VAD hearing speech):
+        then long speech with no word is not the caller's."""
+        return self._streamed >= STREAMED_WORDS
+
     def on_transcript(self, text: str) -> Action:
         """The recogniser's transcript of the caller's current turn so far."""
+        n_before = len(self._tok_words)
         words = self._tokens(text)
+        if self._vad_speaking and len(words) > n_before:
+            self._streamed += 1
         seg = self._seg
         n = self._base_n
         start = n if self._base_words is words or words[:n] == self._base_words[:n] else 0
@@ -738,6 +755,13 @@ class BargeInController:
             and seg.quiet_since is None
             and not self.faint(seg)
         ):
+            if self.streams and not seg.words:
+                # A recogniser that writes the caller's words as they speak
+                # wrote none in all this: another voice behind the caller (a
+                # television, an office), or a sound with no words in it.
+                return self._resume(
+                    f"speech past {p.confirm_after_s:.2f} s with no words from a streaming recogniser"
+                )
             # Long and still voiced now (not residual echo the VAD hangs on).
             self._floor = True
             return self._act(Action.CONFIRM, f"speech past {p.confirm_after_s:.2f} s")
