@@ -63,8 +63,10 @@ passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
   if paused).
 * **silence after a standing pause**: speech past ``confirm_after_s`` is a
   bid without words (``confirm``: no recogniser, or a language it cannot
-  write); speech that ended with no deciding word for ``word_wait_s``
-  resumes (a cough, a long "mmm").
+  write), unless the recogniser streams (:attr:`streams`: it has written
+  the caller's words as they spoke, so none in all that speech means
+  another voice behind the caller: ``resume``); speech that ended with no
+  deciding word for ``word_wait_s`` resumes (a cough, a long "mmm").
 * **pending reply**: a speech onset while the host has a reply decided but
   not yet audible (:meth:`on_reply_pending`), or the detector saying the
   caller went on (:meth:`on_turn_resumed`): ``cancel_pending``.
