@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -126,6 +127,14 @@ STALLED_MS = 1200.0
 # opens a turn again even without words (gaps in a background voice are
 # shorter; a caller stranded by a recogniser that writes nothing is not).
 STALL_CLEAR_MS = 500.0
+# The transcript is behind the audio when the VAD's speech end is this far
+# past its last word's end (the VAD's own end trails a word by ~80 ms,
+# median, 100 ms at p90 on the demo corpus).
+OWED_SPEECH_MS = 150.0
+# Updates before the recogniser's lag (their median) is trusted, and the
+# margin a word may come after it.
+LAG_SAMPLES = 3
+LAG_MARGIN_MS = 50.0
 log = logging.getLogger(__name__)
 
 
@@ -339,6 +348,7 @@ class Endpointing:
         # (ms; None: no words yet), for the stalled-words end.
         self._wordless_ms: float | None = None
         self._streamed = 0  # word updates that came while the VAD heard speech
+        self._lags: deque[float] = deque(maxlen=32)  # recogniser lag per update (ms)
         # Ended on stalled words: the sound goes on, and only the caller's
         # next words (or a real silence, STALL_CLEAR_MS) open a turn again.
         self._stalled = False
@@ -395,6 +405,9 @@ class Endpointing:
         changed = text != self.transcript
         self.transcript = text
         self.spoken_until = frame.spoken_until
+        if changed and frame.spoken_until > 0.0 and frame.at >= frame.spoken_until:
+            # How late the recogniser writes a word after it is said.
+            self._lags.append((frame.at - frame.spoken_until) * 1000)
         out: list[SystemFrame] = []
         if changed and self.turn_text():
             self._wordless_ms = 0.0
@@ -411,6 +424,27 @@ class Endpointing:
                     self.signalled = False
                     out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
         return out + await self._maybe_early()
+
+    def words_owed_ms(self, speech_end: float) -> float:
+        """How long after ``speech_end`` the words for the speech up to it
+        should have come (silence ms), when the transcript stops more than
+        ``OWED_SPEECH_MS`` before it; 0 when nothing is owed or the
+        recogniser's lag is unknown. Text scorers only: an audio scorer's
+        evidence is complete."""
+        if (
+            self.scorer is None
+            or not self.scorer.reads_text
+            or len(self._lags) < LAG_SAMPLES
+            or self.spoken_until <= 0.0
+        ):
+            return 0.0
+        behind = speech_end - self.spoken_until
+        if behind * 1000 <= OWED_SPEECH_MS:
+            return 0.0
+        lag = sorted(self._lags)[len(self._lags) // 2]
+        # The last word ended at most ``behind`` before speech_end; it is due
+        # ``lag`` after its own end.
+        return lag + LAG_MARGIN_MS
 
     def stalled(self) -> bool:
         """The open turn has words, the recogniser streams (at least
@@ -507,6 +541,13 @@ class Endpointing:
         policy = self.policy()
         wait = policy.wait_ms(pause.score)
         silent_ms = (now - vad.speech_end) * 1000
+        owed = self.words_owed_ms(vad.speech_end)
+        if owed > 0 and silent_ms < policy.max_wait_ms - 1e-6:
+            # The recogniser has not written the speech's last words yet:
+            # "from chicago" judged as the turn while its "and" is on the
+            # way. Wait for them (as late as the recogniser usually is),
+            # within the ceiling; when they come the pause is looked at anew.
+            wait = max(wait, min(owed, policy.max_wait_ms))
         if silent_ms >= wait - 1e-6:
             out.append(self._commit(pause, silent_ms, wait, policy))
             return out
