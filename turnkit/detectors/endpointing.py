@@ -347,7 +347,7 @@ class Endpointing:
         # Speech the VAD heard in the open turn since its words last changed
         # (ms; None: no words yet), for the stalled-words end.
         self._wordless_ms: float | None = None
-        self._streamed = 0  # word updates that came while the VAD heard speech
+        self._streamed = 0  # word updates that came mid-speech
         self._lags: deque[float] = deque(maxlen=32)  # recogniser lag per update (ms)
         # Ended on stalled words: the sound goes on, and only the caller's
         # next words (or a real silence, STALL_CLEAR_MS) open a turn again.
@@ -442,8 +442,8 @@ class Endpointing:
         if behind * 1000 <= OWED_SPEECH_MS:
             return 0.0
         lag = sorted(self._lags)[len(self._lags) // 2]
-        # The last word ended at most ``behind`` before speech_end; it is due
-        # ``lag`` after its own end.
+        # The owed words end by speech_end, so they are due ``lag`` after it
+        # at the latest.
         return lag + LAG_MARGIN_MS
 
     def stalled(self) -> bool:
