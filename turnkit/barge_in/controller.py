@@ -101,13 +101,11 @@ from turnkit.audio.vad import VADStep
 from turnkit.barge_in.echo import EchoTranscriptCheck
 from turnkit.barge_in.lexicon import is_answer, is_backchannel, is_backchannel_prefix, tokens
 from turnkit.clock import Clock
+from turnkit.text.recogniser import StreamingWatch
 
 __all__ = ["Action", "BargeInController", "BargeInParams", "Evidence"]
 
 CHARS_PER_SECOND = 15.0  # the agent's speaking rate when no playback marks arrive
-# New words heard mid-speech before the recogniser counts as streaming (one
-# that writes a segment only once the VAD stops sends none there).
-STREAMED_WORDS = 3
 _WORDISH = re.compile(r"[\w'’-]", re.UNICODE)
 _BOUNDARY = re.compile(r"[,.;:?!]")
 
@@ -264,8 +262,8 @@ class BargeInController:
         # ``ack_count`` counts them all (the deque keeps the last ones).
         self.acknowledgements: deque[tuple[float, str]] = deque(maxlen=64)
         self.ack_count = 0
-        # New words heard while the VAD heard speech: the recogniser streams.
-        self._streamed = 0
+        # Does the recogniser write the caller's words while they speak?
+        self._streaming = StreamingWatch()
         self._vad_speaking = False
         self.reset()
 
@@ -490,16 +488,16 @@ class BargeInController:
     @property
     def streams(self) -> bool:
         """The recogniser writes the caller's words while they speak (at
-        least ``STREAMED_WORDS`` new words came with the VAD hearing speech):
-        then long speech with no word is not the caller's."""
-        return self._streamed >= STREAMED_WORDS
+        least ``STREAMED_WORDS`` updates brought new words with the VAD
+        hearing speech): then long speech with no word is not the caller's."""
+        return self._streaming.streams
 
     def on_transcript(self, text: str) -> Action:
         """The recogniser's transcript of the caller's current turn so far."""
         n_before = len(self._tok_words)
         words = self._tokens(text)
-        if self._vad_speaking and len(words) > n_before:
-            self._streamed += 1
+        if len(words) > n_before:
+            self._streaming.heard(mid_speech=self._vad_speaking)
         seg = self._seg
         n = self._base_n
         start = n if self._base_words is words or words[:n] == self._base_words[:n] else 0

@@ -67,6 +67,7 @@ from turnkit.frames import (
     TurnResumedFrame,
 )
 from turnkit.text.features import DIGITS, NUMBERS, expected_digits, trailing_digits
+from turnkit.text.recogniser import StreamingWatch
 
 __all__ = [
     "CEILING_MS",
@@ -111,11 +112,6 @@ HISTORY_MESSAGES = 12
 # not one: a single quiet frame inside a word (a stop consonant) is common
 # and would run the model for nothing.
 PRELOOK_MS = 64.0
-# Word updates heard mid-speech (the last frame was speech) before a
-# recogniser counts as streaming, for the stalled-words end: one that writes
-# a segment only once the VAD stops, or only finals at its own endpoint,
-# sends none there.
-STREAMED_WORDS = 3
 # Speech heard with no new word before a turn counts as stalled: the
 # longest wait anywhere (DIGIT_RUN_MS), which also leaves a streaming
 # recogniser its lag (interim words 0.3-0.6 s behind the voice, a long word
@@ -347,7 +343,7 @@ class Endpointing:
         # Speech the VAD heard in the open turn since its words last changed
         # (ms; None: no words yet), for the stalled-words end.
         self._wordless_ms: float | None = None
-        self._streamed = 0  # word updates that came mid-speech
+        self._streaming = StreamingWatch()  # does the recogniser write words mid-speech?
         self._lags: deque[float] = deque(maxlen=32)  # recogniser lag per update (ms)
         # Ended on stalled words: the sound goes on, and only the caller's
         # next words (or a real silence, STALL_CLEAR_MS) open a turn again.
@@ -411,8 +407,7 @@ class Endpointing:
         out: list[SystemFrame] = []
         if changed and self.turn_text():
             self._wordless_ms = 0.0
-            if not self._quiet:
-                self._streamed += 1
+            self._streaming.heard(mid_speech=not self._quiet)
             if self._stalled:
                 # The caller's own words after a stalled-words end: they went on.
                 self._stalled = False
@@ -459,7 +454,7 @@ class Endpointing:
             self.scorer is None
             or not self.turn_open
             or self._wordless_ms is None
-            or self._streamed < STREAMED_WORDS
+            or not self._streaming.streams
             or not self.turn_text()
         ):
             return False
