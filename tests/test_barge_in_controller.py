@@ -248,6 +248,30 @@ def test_fake_vad_words_decide_stop_question_answer_and_echo() -> None:
     assert ctl3.on_transcript("ships friday from") is Action.RESUME
 
 
+def test_words_of_a_held_sound_stay_one_phrase_after_the_hold_releases() -> None:
+    # A late recogniser: "i" of "i see" is written while the speculative
+    # hold runs, the sound breaks off (the hold releases) and "i see"
+    # follows. The segment goes on, so its words are "i see" (an
+    # acknowledgement), not a bid "see" on its own (fake VAD).
+    clock = VirtualClock()
+    ctl = BargeInController(clock)
+    ctl.on_agent_started("Your order ships Friday from our main warehouse.", 0.0)
+    acts = _steps(clock, ctl, 1.0, 0.23)
+    assert Action.PAUSE in acts
+    assert ctl.on_transcript("i") is Action.KEEP
+    t = clock.now()
+    for _ in range(4):
+        asyncio.run(clock.advance_to(t + FRAME_S))
+        act = ctl.on_frame(VADStep(0.1, True, speech_start=1.0, speech_end=1.23))
+        t += FRAME_S
+        if act is Action.RESUME:
+            break
+    assert act is Action.RESUME and not ctl.paused
+    act = ctl.on_transcript("i see")
+    assert act is Action.KEEP and not ctl.paused, ctl.reason
+    assert ctl.acknowledgements[-1][1] == "i see"
+
+
 def test_speech_already_going_when_the_agent_starts_is_not_a_barge_in() -> None:
     clock = VirtualClock()
     ctl = BargeInController(clock)

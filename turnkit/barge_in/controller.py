@@ -796,9 +796,12 @@ class BargeInController:
         self._hold_until = None
         self._seg = held
         if held is not None:
+            # The segment goes on, and so do its words: "i" heard before the
+            # hold ended and "see" after it are one "i see", not a bid "see".
             held.held = True
-        self._base_words = self._tok_words
-        self._base_n = len(self._tok_words)
+        else:
+            self._base_words = self._tok_words
+            self._base_n = len(self._tok_words)
         return self._act(Action.RESUME, reason)
 
     def _act(self, action: Action, reason: str) -> Action:
