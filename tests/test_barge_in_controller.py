@@ -14,7 +14,7 @@ import soundfile as sf
 
 from turnkit.audio.vad import VADAnalyzer, VADStep
 from turnkit.audio.wav import read_wav
-from turnkit.barge_in.controller import Action, BargeInController, BargeInParams
+from turnkit.barge_in.controller import Action, BargeInController, BargeInParams, frame_energy_db
 from turnkit.barge_in.lexicon import is_backchannel_prefix
 from turnkit.clock import VirtualClock
 from turnkit.replay.agent import Reply
@@ -589,3 +589,41 @@ def test_residual_echo_far_under_the_caller_never_holds_the_agent(
     ]
     assert held, "the backchannel's brief hold at least"
     assert [t for t in held if not in_caller_speech(t)] == []
+
+
+def test_frame_level_ignores_a_dc_offset_and_mains_hum() -> None:
+    rng = np.random.default_rng(3)
+    voice = (0.05 * rng.standard_normal(N)).astype(np.float32)
+    t = np.arange(N) / SR
+    hum = (0.02 * np.sin(2 * np.pi * 60 * t)).astype(np.float32)
+    clean = frame_energy_db(voice, SR)
+    assert abs(frame_energy_db(voice + 0.05, SR) - clean) < 0.1
+    assert abs(frame_energy_db(voice + hum, SR) - clean) < 0.5
+    # Silence on such a line is still quiet.
+    assert frame_energy_db(np.full(N, 0.05, np.float32) + hum, SR) < clean - 25
+
+
+def test_a_dc_offset_on_the_line_does_not_turn_backchannels_into_stops(tmp_path: Path) -> None:
+    # appointment-natural-13's caller channel with a DC offset (0.05 of
+    # full scale, -26 dBFS: a line or a sound card that is not AC-coupled),
+    # whole replay with fused. The frame level counted the offset, so the pause inside
+    # "mm-hmm" never read as quiet against the segment's level and the
+    # agent's speculative hold stood past 150 ms: a stop. The level is now
+    # the voice's (above 80 Hz).
+    import json
+
+    name = "appointment-natural-13"
+    src = REC / name
+    dst = tmp_path / name
+    dst.mkdir()
+    for f in ("call.json", "agent.wav"):
+        (dst / f).write_bytes((src / f).read_bytes())
+    audio, rate = sf.read(src / "caller.wav", dtype="float32")
+    sf.write(dst / "caller.wav", np.clip(audio + 0.05, -1.0, 1.0), rate, subtype="PCM_16")
+    assert json.loads((dst / "call.json").read_text())["id"] == name
+    rec = load_recording(dst)
+    assert rec.backchannels
+    score = asyncio.run(replay_call(rec, "fused", ReplayConfig(compute="fixed")))
+    met = [e for e in score.events if e.kind == "backchannel" and e.agent_speaking]
+    assert met, "a backchannel meets the agent speaking"
+    assert not [e for e in met if e.stopped]

@@ -205,9 +205,25 @@ class Evidence:
         return self.last_speech - self.onset
 
 
-def frame_energy_db(audio: np.ndarray) -> float:
-    rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64)))) if len(audio) else 0.0
-    return 20.0 * math.log10(max(rms, 1e-6))
+# Energy below this is the line's, not the voice's: a DC offset, mains hum
+# (50/60 Hz); voices start above it (a low male voice ~85 Hz).
+HUM_CUTOFF_HZ = 80.0
+
+
+def frame_energy_db(audio: np.ndarray, rate: int = 16000) -> float:
+    """The frame's level (dB re full scale) above ``HUM_CUTOFF_HZ``: a DC
+    offset or mains hum on the line would otherwise set a floor under every
+    frame, and quiet frames (a pause inside "uh-huh", the end of a sound)
+    would stop reading as quiet against the caller's level."""
+    n = len(audio)
+    if not n:
+        return 20.0 * math.log10(1e-6)
+    x = audio.astype(np.float64)
+    power = np.abs(np.fft.rfft(x - float(np.mean(x)))) ** 2
+    k0 = math.ceil(HUM_CUTOFF_HZ * n / rate)
+    # Parseval: twice the one-sided bins (DC and Nyquist once) over n^2.
+    ms = (2.0 * float(np.sum(power[max(k0, 1) :])) - (power[-1] if n % 2 == 0 else 0.0)) / (n * n)
+    return 20.0 * math.log10(max(math.sqrt(max(ms, 0.0)), 1e-6))
 
 
 def frame_pitch_hz(audio: np.ndarray, rate: int = 16000) -> float:
@@ -382,7 +398,7 @@ class BargeInController:
         quiet = vad.prob < self.params.quiet_prob
         if not self._agent_start and audio is not None and vad.speaking and not quiet:
             # The caller's own turns set the level a bid is judged against.
-            self._learn_level(frame_energy_db(audio))
+            self._learn_level(frame_energy_db(audio, self.sample_rate))
             self._learn_pitch(frame_pitch_hz(audio, self.sample_rate))
         # A reply decided but not audible yet: caller speech makes it stale.
         if self._pending and self._agent_start is None:
@@ -415,13 +431,13 @@ class BargeInController:
         if audio is not None and len(audio) and not quiet and seg.energy_db:
             # The voice fell well below the segment's own level: it ended
             # (the VAD's probability trails the audio by a frame or two).
-            db = frame_energy_db(audio)
+            db = frame_energy_db(audio, self.sample_rate)
             quiet = db < float(np.median(seg.energy_db)) - self.params.end_drop_db
         if not quiet and vad.speaking:
             seg.quiet_since = None
             if audio is not None and len(audio):
                 seg.frames += 1
-                seg.energy_db.append(frame_energy_db(audio))
+                seg.energy_db.append(frame_energy_db(audio, self.sample_rate))
                 seg.pitch_hz.append(frame_pitch_hz(audio, self.sample_rate))
         elif seg.quiet_since is None:
             seg.quiet_since = now
