@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Real-call-like variants of the natural demo calls, for replay checks.
 
-    python scripts/realcall_variants.py --out /tmp/realcalls [--only NAME] [--noisy]
+    python scripts/realcall_variants.py --out /tmp/realcalls [--only NAME] [--noisy | --drawl]
 
 Real telephone calls are not shaped like the demo corpus: a caller says two
 or three things in a row while the clerk says nothing, talks over the end of
@@ -20,6 +20,10 @@ both. Events inside the removed stretch go; events after it move back by
 turn, moves that turn earlier than the agent's audio (an overlap); cutting
 both, across an agent turn, removes the agent's reply (back-to-back caller
 turns).
+
+``--drawl`` writes another: the natural calls with each of the caller's
+fillers held 0.9 s (the 40 ms around its middle looped), the recogniser
+writing them (``drawl-kept``) or leaving them out (``drawl-dropped``).
 
 ``--noisy`` writes another set: the natural calls with a steady background
 under the caller's line, mixed in (not cut): pink noise (a car, a fan) or
@@ -539,6 +543,14 @@ def background(call: Call, kind: str, snr_db: float, seed: int = 0) -> Call:
 
 
 Variant = tuple[str, str, Callable[[Call], Call], dict[str, Any]]
+NATURAL = [
+    "appointment-natural-13",
+    "billing-natural-12",
+    "internet-natural-14",
+    "order-natural-15",
+    "pharmacy-natural-17",
+    "travel-natural-16",
+]
 
 # (name, source call, edit, save options)
 VARIANTS: list[Variant] = [
@@ -596,6 +608,86 @@ NOISY: list[Variant] = [
     ("talk15", "pharmacy-natural-17", lambda c: background(c, "talk", 15.0), {}),
 ]
 
+FILLERS = {"uh", "um", "uhm", "er", "erm", "hmm"}
+
+
+def _is_filler(word: dict[str, Any]) -> bool:
+    return str(word["text"]).lower().strip(",.!?") in FILLERS
+
+
+def _lengthen(call: Call, at: float, extra: float) -> Call:
+    """``extra`` seconds more of the caller's sound at ``at`` (the 40 ms
+    around it looped with 10 ms crossfades: a held vowel; silence on the
+    agent's channel); every label after ``at`` moves on, one across it
+    grows."""
+    out = call.copy()
+    rate = out.caller_rate
+    a, n = round(at * rate), round(extra * rate)
+    half, xf = int(0.02 * rate), int(0.01 * rate)
+    chunk = out.caller[a - half : a + half].copy()
+    fade = np.linspace(0.0, 1.0, xf, dtype=np.float32)
+    held = chunk.copy()
+    while len(held) < n:
+        held[-xf:] = held[-xf:] * (1 - fade) + chunk[:xf] * fade
+        held = np.concatenate([held, chunk[xf:]])
+    out.caller = np.concatenate([out.caller[:a], held[:n], out.caller[a:]])
+    if out.agent is not None:
+        b = round(at * out.agent_rate)
+        out.agent = np.concatenate(
+            [out.agent[:b], np.zeros(round(extra * out.agent_rate), np.float32), out.agent[b:]]
+        )
+
+    def moved(x: float) -> float:
+        return round(x + extra, 4) if x >= at - 1e-9 else x
+
+    for e in out.events:
+        start = e["start"]
+        e["start"] = moved(start)
+        if "end" in e:
+            e["end"] = round(e["end"] + extra, 4) if e["end"] > at else e["end"]
+        for key in ("words", "holds"):
+            for w in e.get(key) or []:
+                w["start"] = moved(w["start"])
+                w["end"] = round(w["end"] + extra, 4) if w["end"] > at else w["end"]
+        if e.get("spans"):
+            e["spans"] = [[moved(x), round(y + extra, 4) if y > at else y] for x, y in e["spans"]]
+    for e in out.meta.get("agent_backchannels", []):
+        e["start"], e["end"] = moved(e["start"]), moved(e["end"])
+    return out
+
+
+def drawn_fillers(call: Call, seconds: float = 0.9, written: bool = True) -> Call:
+    """Every filler of the caller's ("uh", "um") drawn out to ``seconds``,
+    as non-native callers hold them; ``written=False``: the recogniser
+    leaves them out of the words (Deepgram's default, and most others')."""
+    out = call
+    while True:
+        short = [
+            w
+            for t in out.of("caller_turn")
+            for w in t.get("words") or []
+            if _is_filler(w) and w["end"] - w["start"] < seconds - 0.05
+        ]
+        if not short:
+            break
+        w = short[0]
+        out = _lengthen(out, (w["start"] + w["end"]) / 2, seconds - (w["end"] - w["start"]))
+    if not written:
+        out = out.copy()
+        for t in out.of("caller_turn"):
+            if t.get("words"):
+                t["words"] = [w for w in t["words"] if not _is_filler(w)]
+    return out
+
+
+# A caller who holds "uhhhh" (--drawl): the recogniser writes the fillers,
+# or drops them, as most do by default.
+DRAWL: list[Variant] = [
+    (f"drawl-{kind}", source, lambda c, w=(kind == "kept"): drawn_fillers(c, 0.9, w), {})
+    for source in NATURAL
+    for kind in ("kept", "dropped")
+]
+
 
 def build(
     name: str, source: str, edit: Callable[[Call], Call], opts: dict[str, Any], out: Path
@@ -618,10 +710,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="write the noisy-place variants (NOISY: steady noise, other voices) instead",
     )
+    ap.add_argument(
+        "--drawl",
+        action="store_true",
+        help="write the drawn-out filler variants (DRAWL: fillers held 0.9 s, "
+        "written or dropped by the recogniser) instead",
+    )
     args = ap.parse_args(argv)
     if args.out.exists():
         shutil.rmtree(args.out)
-    for name, source, edit, opts in NOISY if args.noisy else VARIANTS:
+    chosen = NOISY if args.noisy else DRAWL if args.drawl else VARIANTS
+    for name, source, edit, opts in chosen:
         if args.only and args.only not in f"{source}-{name}":
             continue
         print(build(name, source, edit, opts, args.out))

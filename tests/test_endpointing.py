@@ -15,6 +15,7 @@ from turnkit.detectors.base import EndOfTurnDetector
 from turnkit.detectors.endpointing import (
     DIGIT_RUN_FLOOR_MS,
     STALLED_MS,
+    STALLED_OPEN_MS,
     Endpointing,
     Evidence,
     Score,
@@ -282,6 +283,34 @@ async def test_a_voice_under_the_callers_does_not_strand_them(spec: str) -> None
     assert not [s for _, s in out if isinstance(s, TurnResumedFrame)]
     resumed = await d.say("i want to change my delivery address actually", spoken_until=d.t)
     assert [s for s in resumed if isinstance(s, TurnResumedFrame)] and d.det.turn_open
+
+
+@pytest.mark.parametrize("spec", ["fused:audio=off", "semantic-text"])
+async def test_a_drawn_out_filler_the_recogniser_drops_is_not_a_stall(spec: str) -> None:
+    """A caller says "maybe thursday or, uhhhh, friday morning": the "uhhhh"
+    lasts ~0.9 s and the recogniser drops it (most do by default), so its
+    next word comes after the filler, the word itself and the recogniser's
+    lag: 1.2 s of speech with no new word. That ended the turn mid-sentence
+    (natural demo calls with drawn-out fillers, words 300 ms late: fused
+    cut 3 turns where it cut 2 with the fillers written). Words that read
+    unfinished now keep it open up to STALLED_OPEN_MS; finished words under
+    a voice that goes on still end at STALLED_MS (the test above)."""
+    d = DetectorDriver(spec)
+    await _streamed_turn(d, "maybe thursday or")
+    out = await d.speak(1.5)  # "uhhhh friday" and the recogniser's lag
+    assert not [s for _, s in out if isinstance(s, TurnEndFrame)], d.signals
+    await d.say("maybe thursday or friday")
+    await d.speak(0.3, "maybe thursday or friday morning")
+    await d.silence(1.2)
+    assert len(d.ends()) == 1
+    # A voice that goes on after unfinished words still ends the turn, later.
+    d2 = DetectorDriver(spec)
+    await _streamed_turn(d2, "maybe thursday or")
+    last_word = d2.t
+    out = await d2.frames(0.9, 3.0)
+    ends = [(at, s) for at, s in out if isinstance(s, TurnEndFrame)]
+    assert len(ends) == 1 and "no new words" in ends[0][1].reason
+    assert ends[0][0] - last_word == pytest.approx(STALLED_OPEN_MS / 1000, abs=FRAME_S + 1e-6)
 
 
 async def test_a_recogniser_that_writes_only_after_the_vad_stops_never_stalls() -> None:

@@ -252,3 +252,42 @@ def test_other_voices_under_the_caller_strand_no_turn(
         assert all(t.response_ms is not None and t.response_ms < 2000 for t in score.turns), [
             t.response_ms for t in score.turns
         ]
+
+
+def test_drawn_out_fillers_move_every_label_with_the_audio() -> None:
+    """The drawl variant holds each caller filler 0.9 s: the filler's word
+    grows, everything after it moves on by what was added, the agent's
+    track gets the same silence; the dropped copy has the same audio and
+    no filler words."""
+    import numpy as np
+
+    call = rv.Call.load(RECORDINGS / "appointment-natural-13")
+    fillers = [w for t in call.of("caller_turn") for w in t.get("words") or [] if rv._is_filler(w)]
+    assert len(fillers) == 2
+    kept = rv.drawn_fillers(call, 0.9, written=True)
+    dropped = rv.drawn_fillers(call, 0.9, written=False)
+    extra = sum(0.9 - (w["end"] - w["start"]) for w in fillers)
+    assert len(kept.caller) / kept.caller_rate == pytest.approx(call.duration + extra, abs=2e-3)
+    assert kept.agent is not None and call.agent is not None
+    assert len(kept.agent) / kept.agent_rate == pytest.approx(call.duration + extra, abs=2e-3)
+    held = [w for t in kept.of("caller_turn") for w in t.get("words") or [] if rv._is_filler(w)]
+    assert [round(w["end"] - w["start"], 3) for w in held] == [0.9, 0.9]
+    last, last_before = kept.of("caller_turn")[-1], call.of("caller_turn")[-1]
+    assert last["start"] - last_before["start"] == pytest.approx(extra, abs=1e-3)
+    assert np.array_equal(dropped.caller, kept.caller)
+    assert not [
+        w for t in dropped.of("caller_turn") for w in t.get("words") or [] if rv._is_filler(w)
+    ]
+
+
+def test_a_drawn_out_filler_the_recogniser_drops_does_not_end_the_turn(tmp_path: Path) -> None:
+    """billing-natural-12 with "it's uhhhh four four seven..." held 0.9 s
+    and the filler not written (most recognisers drop fillers): 1.2 s of
+    speech passed with no new word, and the stalled-words end cut the turn
+    at "yeah it's". Unfinished words now keep it open (semantic-text)."""
+    call = rv.drawn_fillers(rv.Call.load(RECORDINGS / "billing-natural-12"), 0.9, written=False)
+    rec = _save(call, tmp_path / "call", "billing-natural-12-drawl-dropped")
+    score = _replay(rec, "semantic-text")
+    assert rec.caller_turns[1].text.startswith("Yeah it's uh four")
+    assert not score.turns[1].interrupted, score.turns[1]
+    assert not [t.turn for t in score.turns if t.missed]

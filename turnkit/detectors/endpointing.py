@@ -29,8 +29,11 @@ one pause state machine, which owns all the waiting:
   another voice under the caller's (a television, an office) keeps the VAD
   calling it speech after the caller is done, and no pause lasts. A turn
   whose words have not changed through ``STALLED_MS`` of speech is ended
-  as if that were a pause at its ceiling (:meth:`Endpointing.stalled`);
-  the same sound then opens no new turn, the caller's next words do.
+  as if that were a pause at its ceiling (:meth:`Endpointing.stalled`),
+  unless the words so far read unfinished (a text scorer's verdict on
+  them alone): a caller drawing out an "uhhh" the recogniser drops is
+  still speaking, so such a turn waits ``STALLED_OPEN_MS``; the same sound
+  then opens no new turn, the caller's next words do.
 * **compute**: a model's cost delays the decision by the part still running
   when the turn ends — measured (wall clock), ``fixed`` (the benchmark figure
   recorded with the model, so two runs give identical figures) or ``none``.
@@ -119,6 +122,11 @@ PRELOOK_MS = 64.0
 # (fused missed 3.3 % and 0 %, one turn), 1500 ms missed 10 %: the longer
 # the wait, the likelier another voice's onset cancels the reply.
 STALLED_MS = 1200.0
+# ...unless the words so far read unfinished ("maybe thursday or"): then the
+# caller is more likely still speaking with no word to show for it (a drawn
+# out "uhhh" the recogniser drops, as most do by default, with the next word
+# and the recogniser's lag after it), and the stall must last twice as long.
+STALLED_OPEN_MS = 2.0 * STALLED_MS
 # After a stalled-words end, this much silence clears it: the next speech
 # opens a turn again even without words (gaps in a background voice are
 # shorter; a caller stranded by a recogniser that writes nothing is not).
@@ -274,6 +282,11 @@ class WaitPolicy(BaseModel):
 
     def _no_evidence(self) -> float:
         return self.no_evidence_ms if self.no_evidence_ms is not None else self.max_wait_ms
+
+    def reads_finished(self, p: float) -> bool:
+        """The evidence leans to "done": p at the threshold (threshold mode),
+        or at even odds (continuous mode, where p is a probability)."""
+        return p >= (self.threshold if self.mode == "threshold" else 0.5)
 
 
 @dataclass(slots=True)
@@ -460,6 +473,24 @@ class Endpointing:
             return False
         return self._wordless_ms >= STALLED_MS - 1e-6
 
+    async def _stall_verdict(self, policy: WaitPolicy) -> str | None:
+        """Whether a stalled turn ends now (:meth:`stalled`): a reason's tail,
+        or None to keep listening. A scorer that reads text judges the words
+        alone; words that read unfinished keep the turn open up to
+        :data:`STALLED_OPEN_MS` of wordless speech (:data:`STALLED_MS` when
+        there is no text verdict)."""
+        assert self._wordless_ms is not None
+        if self._wordless_ms >= STALLED_OPEN_MS - 1e-6:
+            return ""
+        if self.scorer is None or not self.scorer.reads_text:
+            return ""
+        score = await self._ask(self._evidence(self._pauses + 1, self.clock.now(), True))
+        if score.p is None:
+            return ""
+        if policy.reads_finished(score.p):
+            return f" (words read finished, p={score.p:.2f})"
+        return None
+
     async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
         out: list[SystemFrame] = []
         frame_ms = 1000.0 * len(frame.audio) / frame.sample_rate
@@ -495,13 +526,15 @@ class Endpointing:
             now = self.clock.now()
             if self.stalled():
                 policy = self.policy()
-                stall = _Pause(speech_end=now, number=self._pauses + 1)
-                self._pauses += 1
-                self._stalled = True
-                self._stall_quiet_ms = 0.0
-                why = f"no new words in {self._wordless_ms:.0f} ms of speech"
-                out.append(self._commit(stall, 0.0, policy.max_wait_ms, policy, why=why))
-                return out
+                verdict = await self._stall_verdict(policy)
+                if verdict is not None:
+                    stall = _Pause(speech_end=now, number=self._pauses + 1)
+                    self._pauses += 1
+                    self._stalled = True
+                    self._stall_quiet_ms = 0.0
+                    why = f"no new words in {self._wordless_ms:.0f} ms of speech{verdict}"
+                    out.append(self._commit(stall, 0.0, policy.max_wait_ms, policy, why=why))
+                    return out
             out += await self._maybe_early()
             await self._maybe_prelook(vad)
             return out
