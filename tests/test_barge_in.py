@@ -142,6 +142,13 @@ def test_transcript_echo_check() -> None:
         ("okay okay", "en", True),
         ("okay so", "en", False),
         ("wait", "en", False),
+        # LDC transcripts (Switchboard, Fisher) spell "mm-hmm" so.
+        ("Um-hum.", "en", True),
+        ("O.K.", "en", True),
+        ("absolutely", "en", True),
+        ("I understand.", "en", True),
+        ("absolutely not", "en", False),
+        ("uh-uh", "en", False),  # "no": a reply, not a murmur
         ("vale", "es", True),
         ("ya veo", "es", True),
         ("d'accord", "fr", True),

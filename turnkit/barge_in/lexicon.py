@@ -33,6 +33,12 @@ BACKCHANNELS: dict[str, tuple[str, ...]] = {
         "mhmm", "mmhm", "mmhmm", "mm-hm", "m-hm", "mmm", "hmmm", "hm-hmm", "uh-hum", "uh-hm",
         "uhm", "umm", "er", "erm", "eh", "aha", "ah-ha", "ahh", "ohh", "ooh", "really",
         "perfect", "i know", "that's right", "sounds good",
+        # LDC's spelling of "mm-hmm" (Switchboard, Fisher, CallHome), and
+        # "O.K." as transcripts write it.
+        "um-hum", "um-hm", "um-hmm", "o k", "okey",
+        # Assessments and receipts said under the speaker, not to take over.
+        "absolutely", "definitely", "certainly", "correct", "understood", "i understand",
+        "fair enough",
     ),
     "es": (
         "sí", "si", "vale", "claro", "ajá", "aja", "ya", "bueno", "exacto", "entiendo",
