@@ -22,7 +22,7 @@ both, across an agent turn, removes the agent's reply (back-to-back caller
 turns).
 
 ``--drawl`` writes another: the natural calls with each of the caller's
-fillers held 0.9 s (the 40 ms around its middle looped), the recogniser
+fillers held 0.9 s (its own sound repeated, wavering), the recogniser
 writing them (``drawl-kept``) or leaving them out (``drawl-dropped``).
 
 ``--noisy`` writes another set: the natural calls with a steady background
@@ -615,21 +615,29 @@ def _is_filler(word: dict[str, Any]) -> bool:
     return str(word["text"]).lower().strip(",.!?") in FILLERS
 
 
-def _lengthen(call: Call, at: float, extra: float) -> Call:
-    """``extra`` seconds more of the caller's sound at ``at`` (the 40 ms
-    around it looped with 10 ms crossfades: a held vowel; silence on the
-    agent's channel); every label after ``at`` moves on, one across it
-    grows."""
+def _lengthen(call: Call, at: float, extra: float, chunk_s: float = 0.12) -> Call:
+    """``extra`` seconds more of the caller's sound at ``at``: up to
+    ``chunk_s`` around it repeated with 10 ms crossfades, each copy
+    retimed by up to ±5 % and scaled by up to ±10 % (a held vowel wavers; a
+    copy looped unchanged is a steady tone, and Silero stops calling it
+    speech after ~0.3 s); silence on the agent's channel. Every label after
+    ``at`` moves on, one across it grows. Seeded by ``at``: the same edit
+    writes the same audio."""
     out = call.copy()
     rate = out.caller_rate
+    rng = np.random.default_rng(round(at * 1000))
     a, n = round(at * rate), round(extra * rate)
-    half, xf = int(0.02 * rate), int(0.01 * rate)
-    chunk = out.caller[a - half : a + half].copy()
-    fade = np.linspace(0.0, 1.0, xf, dtype=np.float32)
-    held = chunk.copy()
+    half, xf = int(chunk_s / 2 * rate), int(0.01 * rate)
+    src = out.caller[a - half : a + half].astype(np.float64)
+    fade = np.linspace(0.0, 1.0, xf)
+    held = src.copy()
     while len(held) < n:
-        held[-xf:] = held[-xf:] * (1 - fade) + chunk[:xf] * fade
-        held = np.concatenate([held, chunk[xf:]])
+        step = 1.0 + rng.uniform(-0.05, 0.05)
+        copy_ = np.interp(np.arange(0.0, len(src) - 1, step), np.arange(len(src)), src)
+        copy_ *= 1.0 + rng.uniform(-0.1, 0.1)
+        held[-xf:] = held[-xf:] * (1 - fade) + copy_[:xf] * fade
+        held = np.concatenate([held, copy_[xf:]])
+    held = held.astype(np.float32)
     out.caller = np.concatenate([out.caller[:a], held[:n], out.caller[a:]])
     if out.agent is not None:
         b = round(at * out.agent_rate)
@@ -671,7 +679,14 @@ def drawn_fillers(call: Call, seconds: float = 0.9, written: bool = True) -> Cal
         if not short:
             break
         w = short[0]
-        out = _lengthen(out, (w["start"] + w["end"]) / 2, seconds - (w["end"] - w["start"]))
+        dur = w["end"] - w["start"]
+        # The filler's own sound only: a short "uh" gives less than 120 ms.
+        out = _lengthen(
+            out,
+            (w["start"] + w["end"]) / 2,
+            seconds - dur,
+            chunk_s=min(0.12, max(0.03, dur - 0.01)),
+        )
     if not written:
         out = out.copy()
         for t in out.of("caller_turn"):

@@ -63,6 +63,18 @@ class FakeScorer:
         return Score(self.p, compute_ms=m, fixed_ms=f, error=self.error)
 
 
+class HearingFake(FakeScorer):
+    """A fake scorer (named so) that also hears the audio, as fused does:
+    its p stands with or without words."""
+
+    hears_audio = True
+
+    async def score(self, ev: Evidence) -> Score:
+        self.looks.append(ev)
+        m, f = self.cost_ms
+        return Score(self.p, compute_ms=m, fixed_ms=f)
+
+
 class FakeDetector(EndOfTurnDetector):
     """A fake detector around :class:`FakeScorer` and a given policy."""
 
@@ -311,6 +323,36 @@ async def test_a_drawn_out_filler_the_recogniser_drops_is_not_a_stall(spec: str)
     ends = [(at, s) for at, s in out if isinstance(s, TurnEndFrame)]
     assert len(ends) == 1 and "no new words" in ends[0][1].reason
     assert ends[0][0] - last_word == pytest.approx(STALLED_OPEN_MS / 1000, abs=FRAME_S + 1e-6)
+
+
+async def test_a_new_turn_with_no_words_from_a_streaming_recogniser_waits_the_ceiling() -> None:
+    """A caller opens their turn with a held "ummm" the recogniser drops
+    (most do by default), then pauses: the turn has no words, and a scorer
+    that hears the audio called it finished (fused cut "Ummm, | an aisle
+    seat please" on the drawl variants). A new turn with no words from a
+    recogniser that streams now waits the ceiling; its words, once in, are
+    judged. A turn going on after a reply it cancelled (no agent speech
+    since the commit) keeps its committed words and is judged as before."""
+    policy = WaitPolicy(threshold=0.5, min_wait_ms=100, max_wait_ms=900)
+    d = DetectorDriver(FakeDetector(HearingFake(0.99), policy))
+    await _streamed_turn(d, "i would like to book a seat")  # the recogniser streams
+    await d.silence(0.3)
+    assert len(d.ends()) == 1
+    d.det.set_agent_text("Sure. Window or aisle?")  # the agent answered
+    await d.speak(0.9)  # "ummm": no word written
+    out = await d.silence(0.4)
+    assert not [s for _, s in out if isinstance(s, TurnEndFrame)], d.signals
+    await d.say("an aisle seat please", spoken_until=d.t - 0.4)
+    await d.silence(0.2)
+    assert len(d.ends()) == 2
+    # The same sound right after a commit the agent never answered: the
+    # turn goes on (its words are the committed turn's), judged as before.
+    d2 = DetectorDriver(FakeDetector(HearingFake(0.99), policy))
+    await _streamed_turn(d2, "i would like to book a seat")
+    await d2.silence(0.3)
+    await d2.speak(0.5)
+    await d2.silence(0.3)
+    assert len(d2.ends()) == 2
 
 
 async def test_a_recogniser_that_writes_only_after_the_vad_stops_never_stalls() -> None:

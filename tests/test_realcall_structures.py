@@ -281,13 +281,27 @@ def test_drawn_out_fillers_move_every_label_with_the_audio() -> None:
 
 
 def test_a_drawn_out_filler_the_recogniser_drops_does_not_end_the_turn(tmp_path: Path) -> None:
-    """billing-natural-12 with "it's uhhhh four four seven..." held 0.9 s
-    and the filler not written (most recognisers drop fillers): 1.2 s of
-    speech passed with no new word, and the stalled-words end cut the turn
-    at "yeah it's". Unfinished words now keep it open (semantic-text)."""
-    call = rv.drawn_fillers(rv.Call.load(RECORDINGS / "billing-natural-12"), 0.9, written=False)
-    rec = _save(call, tmp_path / "call", "billing-natural-12-drawl-dropped")
+    """appointment-natural-13 with "maybe thursday or uhhhh friday morning"
+    held 0.9 s and the filler not written (most recognisers drop fillers):
+    1.2 s of speech passed with no new word, and the stalled-words end cut
+    the turn at "maybe thursday or". Unfinished words now keep it open
+    (semantic-text)."""
+    call = rv.drawn_fillers(rv.Call.load(RECORDINGS / "appointment-natural-13"), 0.9, False)
+    rec = _save(call, tmp_path / "call", "appointment-natural-13-drawl-dropped")
+    assert rec.caller_turns[1].text.startswith("Um, maybe Thursday or uh Friday")
     score = _replay(rec, "semantic-text")
-    assert rec.caller_turns[1].text.startswith("Yeah it's uh four")
     assert not score.turns[1].interrupted, score.turns[1]
+    assert not [t.turn for t in score.turns if t.missed]
+
+
+def test_a_turn_opened_by_a_dropped_filler_is_not_ended_on_its_audio(tmp_path: Path) -> None:
+    """travel-natural-16 with "Ummm, | an aisle seat please" held 0.9 s and
+    the filler not written: at the comma the turn had no words and fused
+    ended it on Smart Turn's verdict alone (p_audio 0.94). A new turn with
+    no words from a streaming recogniser now waits the ceiling."""
+    call = rv.drawn_fillers(rv.Call.load(RECORDINGS / "travel-natural-16"), 0.9, written=False)
+    rec = _save(call, tmp_path / "call", "travel-natural-16-drawl-dropped")
+    assert rec.caller_turns[3].text.startswith("Um, an aisle seat")
+    score = _replay(rec, "fused")
+    assert not score.turns[3].interrupted, score.turns[3]
     assert not [t.turn for t in score.turns if t.missed]

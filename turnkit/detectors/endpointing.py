@@ -33,7 +33,11 @@ one pause state machine, which owns all the waiting:
   unless the words so far read unfinished (a text scorer's verdict on
   them alone): a caller drawing out an "uhhh" the recogniser drops is
   still speaking, so such a turn waits ``STALLED_OPEN_MS``; the same sound
-  then opens no new turn, the caller's next words do.
+  then opens no new turn, the caller's next words do;
+* **no words yet** (text scorers, with a recogniser that streams): a new
+  turn the recogniser has written nothing for (a held "ummm" it drops, a
+  cough) waits the ceiling however finished its audio sounds
+  (:meth:`Endpointing._wordless`).
 * **compute**: a model's cost delays the decision by the part still running
   when the turn ends — measured (wall clock), ``fixed`` (the benchmark figure
   recorded with the model, so two runs give identical figures) or ``none``.
@@ -357,6 +361,10 @@ class Endpointing:
         # (ms; None: no words yet), for the stalled-words end.
         self._wordless_ms: float | None = None
         self._streaming = StreamingWatch()  # does the recogniser write words mid-speech?
+        # The agent has spoken since the last commit (or none yet): a turn
+        # opened now is a new one, not the last one going on after a reply
+        # it cancelled (whose words are the committed turn's).
+        self._agent_since_commit = True
         self._lags: deque[float] = deque(maxlen=32)  # recogniser lag per update (ms)
         # Ended on stalled words: the sound goes on, and only the caller's
         # next words (or a real silence, STALL_CLEAR_MS) open a turn again.
@@ -372,6 +380,7 @@ class Endpointing:
             not self.history or self.history[-1] != {"role": "assistant", "content": text}
         ):
             self._remember("assistant", text)
+            self._agent_since_commit = True
             prewarm = getattr(self.scorer, "prewarm", None)
             if prewarm is not None:
                 prewarm(self.history)
@@ -432,6 +441,18 @@ class Endpointing:
                     self.signalled = False
                     out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
         return out + await self._maybe_early()
+
+    def _wordless(self) -> bool:
+        """A new turn (the agent has spoken since the last commit) with no
+        words yet, though the recogniser streams; a text scorer only (an
+        audio scorer judges what it hears, words or not)."""
+        return (
+            self.scorer is not None
+            and self.scorer.reads_text
+            and self._streaming.streams
+            and self._agent_since_commit
+            and not self.turn_text()
+        )
 
     def words_owed_ms(self, speech_end: float) -> float:
         """How long after ``speech_end`` the words for the speech up to it
@@ -576,6 +597,13 @@ class Endpointing:
             # way. Wait for them (as late as the recogniser usually is),
             # within the ceiling; when they come the pause is looked at anew.
             wait = max(wait, min(owed, policy.max_wait_ms))
+        if self._wordless():
+            # A recogniser that writes the caller's words as they speak has
+            # written none for this new turn: a held "ummm" it drops (most
+            # do by default) before the words, a cough, a laugh. However
+            # finished the audio sounds, that is not a turn the agent can
+            # answer yet: the ceiling, as for any turn without text evidence.
+            wait = max(wait, policy.max_wait_ms)
         if silent_ms >= wait - 1e-6:
             out.append(self._commit(pause, silent_ms, wait, policy))
             return out
@@ -730,6 +758,7 @@ class Endpointing:
             reason += f" (model {pause.cost_ms:.0f} ms)"
         self.turn_open = False
         self.signalled = True
+        self._agent_since_commit = False
         if self.turn_text():
             self._remember("user", self.turn_text())
         # Words spoken up to here belong to the turn just ended; words that
