@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Real-call-like variants of the natural demo calls, for replay checks.
 
-    python scripts/realcall_variants.py --out /tmp/realcalls [--only NAME] [--noisy | --drawl]
+    python scripts/realcall_variants.py --out /tmp/realcalls [--only NAME] [--noisy | --drawl | --lines]
 
 Real telephone calls are not shaped like the demo corpus: a caller says two
 or three things in a row while the clerk says nothing, talks over the end of
@@ -24,6 +24,9 @@ turns).
 ``--drawl`` writes another: the natural calls with each of the caller's
 fillers held 0.9 s (its own sound repeated, wavering), the recogniser
 writing them (``drawl-kept``) or leaving them out (``drawl-dropped``).
+
+``--lines`` writes the natural calls through a poor line: a DC offset,
+mains hum, hiss, clipping on the caller's channel.
 
 ``--noisy`` writes another set: the natural calls with a steady background
 under the caller's line, mixed in (not cut): pink noise (a car, a fan) or
@@ -695,6 +698,38 @@ def drawn_fillers(call: Call, seconds: float = 0.9, written: bool = True) -> Cal
     return out
 
 
+def line(call: Call, kind: str, seed: int = 0) -> Call:
+    """The caller's channel through a poor line (labels unchanged): a DC
+    offset of 0.05 ("dc"), mains hum at 60 Hz, -35 dBFS ("hum60"), hiss at
+    -45 or -60 dBFS ("hiss45", "hiss60"), or 12 dB of gain clipped at half
+    scale ("clip")."""
+    out = call.copy()
+    x = out.caller.astype(np.float64)
+    rng = np.random.default_rng(seed)
+    t = np.arange(len(x)) / out.caller_rate
+    if kind == "dc":
+        x = x + 0.05
+    elif kind == "hum60":
+        x = x + 10 ** (-35 / 20) * np.sqrt(2) * np.sin(2 * np.pi * 60 * t)
+    elif kind in ("hiss45", "hiss60"):
+        x = x + rng.normal(0.0, 10 ** (-int(kind[4:]) / 20), len(x))
+    elif kind == "clip":
+        x = np.clip(x * 4, -0.5, 0.5)
+    else:
+        raise ValueError(f"unknown line kind {kind!r}")
+    out.caller = np.clip(x, -1.0, 1.0).astype(np.float32)
+    return out
+
+
+# A poor line (--lines): the natural calls' caller channel with a DC offset,
+# hum, hiss or clipping.
+LINES: list[Variant] = [
+    (kind, source, lambda c, k=kind: line(c, k), {})
+    for kind in ("dc", "hum60", "hiss45", "hiss60", "clip")
+    for source in NATURAL
+]
+
+
 # A caller who holds "uhhhh" (--drawl): the recogniser writes the fillers,
 # or drops them, as most do by default.
 DRAWL: list[Variant] = [
@@ -731,10 +766,15 @@ def main(argv: list[str] | None = None) -> int:
         help="write the drawn-out filler variants (DRAWL: fillers held 0.9 s, "
         "written or dropped by the recogniser) instead",
     )
+    ap.add_argument(
+        "--lines",
+        action="store_true",
+        help="write the poor-line variants (LINES: DC offset, hum, hiss, clipping) instead",
+    )
     args = ap.parse_args(argv)
     if args.out.exists():
         shutil.rmtree(args.out)
-    chosen = NOISY if args.noisy else DRAWL if args.drawl else VARIANTS
+    chosen = NOISY if args.noisy else DRAWL if args.drawl else LINES if args.lines else VARIANTS
     for name, source, edit, opts in chosen:
         if args.only and args.only not in f"{source}-{name}":
             continue
