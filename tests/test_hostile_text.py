@@ -169,7 +169,7 @@ def test_eot_eval_unwritable_json_refused_before_the_run(tmp_path: Path) -> None
 # -- long transcripts: the oracle and the acknowledgement filter -------------------------
 
 
-def _oracle_frames(words: list, frames: int, frame_s: float = 0.032) -> list:  # type: ignore[type-arg]
+def _oracle_frames(words: list, frames: int, frame_s: float = 0.032, **kw: float) -> list:  # type: ignore[type-arg]
     import asyncio
 
     import numpy as np
@@ -180,7 +180,7 @@ def _oracle_frames(words: list, frames: int, frame_s: float = 0.032) -> list:  #
 
     async def run() -> list:  # type: ignore[type-arg]
         sink = CollectSink()
-        pipe = Pipeline([OracleTranscriber(words), sink])
+        pipe = Pipeline([OracleTranscriber(words, **kw), sink])
         await pipe.start()
         n = round(frame_s * 16000)
         for k in range(frames):
@@ -215,6 +215,23 @@ def test_oracle_long_turn_one_frame_per_audio_frame_and_every_final() -> None:
     assert [w.text for w in turn[5].words] == turn[5].text.split()  # words match the text
     bc = [f.text for f in frames if f not in turn]
     assert bc == ["oh", "oh i", "oh i see"]  # words 100 ms apart: one frame each, as before
+
+
+def test_oracle_jitter_delays_words_in_order_and_repeats_with_its_seed() -> None:
+    from turnkit.replay.oracle import TimedWord
+
+    # A word every 100 ms for 2 s, one segment; 250 ms late, up to 300 ms more.
+    words = [TimedWord(f"w{i}", i * 0.1, i * 0.1 + 0.08, 0, i == 19) for i in range(20)]
+    plain = _oracle_frames(words, frames=120, delay_s=0.25)
+    jittered = _oracle_frames(words, frames=120, delay_s=0.25, jitter_s=0.3, seed=7)
+    again = _oracle_frames(words, frames=120, delay_s=0.25, jitter_s=0.3, seed=7)
+    assert [(f.at, f.text) for f in again] == [(f.at, f.text) for f in jittered]
+    assert [round(f.at - f.spoken_until, 6) for f in plain] == [0.25] * len(plain)
+    lags = [f.at - f.spoken_until for f in jittered]
+    assert all(0.25 - 1e-9 <= lag <= 0.25 + 0.3 + 0.1 for lag in lags)
+    assert max(lags) - min(lags) > 0.1  # some words come later than others
+    assert [f.at for f in jittered] == sorted(f.at for f in jittered)  # in order
+    assert jittered[-1].text == plain[-1].text and jittered[-1].is_final
 
 
 def test_barge_in_controller_tokens_of_a_growing_transcript_match_a_fresh_read() -> None:

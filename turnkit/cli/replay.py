@@ -36,6 +36,7 @@ _OPTION_OF = {
     "llm_ttft_ms": "--llm-ttft-ms",
     "tts_ttfb_ms": "--tts-ttfb-ms",
     "stt_delay_ms": "--stt-delay-ms",
+    "stt_jitter_ms": "--stt-jitter-ms",
     "timeout_s": "--timeout-s",
     "seed": "--seed",
     "eager": "--eager",
@@ -94,6 +95,10 @@ def replay(
         str, typer.Option(help="TTS first-audio latency: ms or percentiles")
     ] = "150",
     stt_delay_ms: Annotated[float, typer.Option(help="transcription delay after each word")] = 0.0,
+    stt_jitter_ms: Annotated[
+        float,
+        typer.Option(help="up to this much more delay per word (seeded; words stay in order)"),
+    ] = 0.0,
     timeout_s: Annotated[
         float, typer.Option(help="no reply this long after a turn ends: missed")
     ] = 5.0,
@@ -172,7 +177,11 @@ def replay(
             LatencyModel.parse(value)
         except LatencySpecError as exc:
             _fail(f"{name}: {exc}")
-    for name, number in (("--stt-delay-ms", stt_delay_ms), ("--timeout-s", timeout_s)):
+    for name, number in (
+        ("--stt-delay-ms", stt_delay_ms),
+        ("--stt-jitter-ms", stt_jitter_ms),
+        ("--timeout-s", timeout_s),
+    ):
         if not math.isfinite(number):
             _fail(f"{name}: {number} is not a finite number")
     if workers < 0:
@@ -182,6 +191,7 @@ def replay(
             llm_ttft_ms=llm_ttft_ms,
             tts_ttfb_ms=tts_ttfb_ms,
             stt_delay_ms=stt_delay_ms,
+            stt_jitter_ms=stt_jitter_ms,
             timeout_s=timeout_s,
             seed=seed,
             eager=eager,

@@ -9,6 +9,7 @@ no punctuation except in-word apostrophes and hyphens.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from turnkit.frames import AudioInFrame, Frame, TranscriptFrame, Word
@@ -100,10 +101,20 @@ class OracleTranscriber(FrameProcessor):
     list, and a hostile 480 KB turn revealed thousands of words per audio
     frame."""
 
-    def __init__(self, words: list[TimedWord], delay_s: float = 0.0) -> None:
+    def __init__(
+        self, words: list[TimedWord], delay_s: float = 0.0, jitter_s: float = 0.0, seed: int = 0
+    ) -> None:
         super().__init__()
         self.delay_s = delay_s
         self._words = sorted(words, key=lambda w: w.end + delay_s)
+        # When each word goes out: ``delay_s`` after it ends, plus up to
+        # ``jitter_s`` more (a recogniser over a network: some results come
+        # late), never before the word ahead of it (results come in order).
+        rng = random.Random(seed)
+        self._due: list[float] = []
+        for w in self._words:
+            due = w.end + delay_s + (rng.uniform(0.0, jitter_s) if jitter_s > 0 else 0.0)
+            self._due.append(max(due, self._due[-1]) if self._due else due)
         self._next = 0
         # Per segment: its words and its text so far (extended, not rebuilt).
         self._text: dict[int, tuple[list[Word], str]] = {}
@@ -114,24 +125,24 @@ class OracleTranscriber(FrameProcessor):
             return
         now = frame.end
         run: list[TimedWord] = []  # revealed, not yet sent: one segment's, in order
-        while (
-            self._next < len(self._words)
-            and self._words[self._next].end + self.delay_s <= now + 1e-9
-        ):
+        due = 0.0
+        while self._next < len(self._words) and self._due[self._next] <= now + 1e-9:
             w = self._words[self._next]
-            self._next += 1
             if run and run[-1].segment != w.segment:
-                await self._send(run)
+                await self._send(run, due)
                 run = []
+            due = self._due[self._next]
+            self._next += 1
             run.append(w)
             if w.last_in_span:
-                await self._send(run)
+                await self._send(run, due)
                 run = []
         if run:
-            await self._send(run)
+            await self._send(run, due)
 
-    async def _send(self, run: list[TimedWord]) -> None:
-        """One frame for ``run`` (consecutive words of one segment)."""
+    async def _send(self, run: list[TimedWord], due: float) -> None:
+        """One frame for ``run`` (consecutive words of one segment revealed
+        by one audio frame), available when its last word was due."""
         last = run[-1]
         seg, text = self._text.get(last.segment, ([], ""))
         seg.extend(Word(text=w.text, start=w.start, end=w.end) for w in run)
@@ -140,7 +151,7 @@ class OracleTranscriber(FrameProcessor):
         self._text[last.segment] = (seg, text)
         await self.push_frame(
             TranscriptFrame(
-                at=last.end + self.delay_s,
+                at=due,
                 text=text,
                 is_final=last.last_in_span,
                 spoken_until=last.end,

@@ -88,6 +88,9 @@ class ReplayConfig(BaseModel):
     llm_ttft_ms: str = "350"
     tts_ttfb_ms: str = "150"
     stt_delay_ms: float = Field(0.0, ge=0)
+    stt_jitter_ms: float = Field(
+        0.0, ge=0, description="up to this much more delay per word, drawn (seeded), in order"
+    )
     timeout_s: float = Field(5.0, gt=0, description="no audio this long after a turn's end: missed")
     grace_s: float = Field(
         0.5, ge=0, description="a stop this long after an event's end still counts for it"
@@ -295,7 +298,14 @@ async def replay_call(
         [
             *(p for p in gate if not isinstance(p, EchoGateProcessor)),
             TimelineProcessor(timeline),
-            OracleTranscriber(oracle_words(rec), config.stt_delay_ms / 1000),
+            OracleTranscriber(
+                oracle_words(rec),
+                config.stt_delay_ms / 1000,
+                config.stt_jitter_ms / 1000,
+                # One draw per call, the same for every detector: an A/B
+                # compares them on the same recogniser behaviour.
+                seed=call_seed(config, rec.id, "stt"),
+            ),
             TurnDetectorProcessor(detector),
             agent,
             CollectSink(),
