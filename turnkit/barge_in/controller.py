@@ -428,16 +428,19 @@ class BargeInController:
         if vad.stopped:
             seg.speaking = False
             seg.last_speech = vad.speech_end
-        if audio is not None and len(audio) and not quiet and seg.energy_db:
+        # The level of a frame the VAD calls voiced, once (an FFT): read for
+        # the end below and kept with the segment.
+        voiced = audio is not None and len(audio) > 0 and not quiet
+        db = frame_energy_db(audio, self.sample_rate) if voiced else None
+        if db is not None and seg.energy_db:
             # The voice fell well below the segment's own level: it ended
             # (the VAD's probability trails the audio by a frame or two).
-            db = frame_energy_db(audio, self.sample_rate)
             quiet = db < float(np.median(seg.energy_db)) - self.params.end_drop_db
         if not quiet and vad.speaking:
             seg.quiet_since = None
-            if audio is not None and len(audio):
+            if audio is not None and db is not None:
                 seg.frames += 1
-                seg.energy_db.append(frame_energy_db(audio, self.sample_rate))
+                seg.energy_db.append(db)
                 seg.pitch_hz.append(frame_pitch_hz(audio, self.sample_rate))
         elif seg.quiet_since is None:
             seg.quiet_since = now

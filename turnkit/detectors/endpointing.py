@@ -442,13 +442,17 @@ class Endpointing:
                     out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
         return out + await self._maybe_early()
 
+    @property
+    def _reads_text(self) -> bool:
+        """The scorer judges the transcript (a text model, fused, an LLM)."""
+        return self.scorer is not None and self.scorer.reads_text
+
     def _wordless(self) -> bool:
         """A new turn (the agent has spoken since the last commit) with no
         words yet, though the recogniser streams; a text scorer only (an
         audio scorer judges what it hears, words or not)."""
         return (
-            self.scorer is not None
-            and self.scorer.reads_text
+            self._reads_text
             and self._streaming.streams
             and self._agent_since_commit
             and not self.turn_text()
@@ -460,12 +464,7 @@ class Endpointing:
         ``OWED_SPEECH_MS`` before it; 0 when nothing is owed or the
         recogniser's lag is unknown. Text scorers only: an audio scorer's
         evidence is complete."""
-        if (
-            self.scorer is None
-            or not self.scorer.reads_text
-            or len(self._lags) < LAG_SAMPLES
-            or self.spoken_until <= 0.0
-        ):
+        if not self._reads_text or len(self._lags) < LAG_SAMPLES or self.spoken_until <= 0.0:
             return 0.0
         behind = speech_end - self.spoken_until
         if behind * 1000 <= OWED_SPEECH_MS:
@@ -503,7 +502,7 @@ class Endpointing:
         assert self._wordless_ms is not None
         if self._wordless_ms >= STALLED_OPEN_MS - 1e-6:
             return ""
-        if self.scorer is None or not self.scorer.reads_text:
+        if not self._reads_text:
             return ""
         score = await self._ask(self._evidence(self._pauses + 1, self.clock.now(), True))
         if score.p is None:
@@ -579,13 +578,9 @@ class Endpointing:
                 self.signalled = True
             if pause is not pre:
                 await self._look(pause, now)
-            elif (
-                self.scorer is not None
-                and self.scorer.reads_text
-                and pause.text != self.turn_text()
-            ):
+            elif self._reads_text and pause.text != self.turn_text():
                 await self._look(pause, now)  # words arrived since the hangover's look
-        elif self.scorer is not None and self.scorer.reads_text and pause.text != self.turn_text():
+        elif self._reads_text and pause.text != self.turn_text():
             await self._look(pause, now)  # words arrived during the pause
         policy = self.policy()
         wait = policy.wait_ms(pause.score)
