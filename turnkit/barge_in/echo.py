@@ -361,6 +361,13 @@ class EchoFilter:
             # estimate by the gain the microphone allows (see EchoParams;
             # a bound, so its own margin, not the tracked gain's).
             gain = np.minimum(gain, self._update_bound(bx) * self._bound_margin)
+        elif self.delay_samples is None:
+            # The agent has stopped and its tail is still taken as possible
+            # echo: the same path, so the same bound. Without it, a caller
+            # who answers within ~0.5 s of the agent's last word (most do)
+            # has their first syllables suppressed as "echo" on a line with
+            # none, and the quieter the caller the more of them.
+            gain = np.minimum(gain, self._bound * self._bound_margin)
         echo_b = gain * br
         residual = np.maximum(bx - echo_b - bn, 0.0)
         e_band = float(echo_b.sum())
