@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a telephone-band copy of a corpus of recorded calls.
 
-    python scripts/narrowband.py SRC_DIR DST_DIR
+    python scripts/narrowband.py SRC_DIR DST_DIR [--caller-gain-db DB]
 
 Every call folder under SRC_DIR (searched for ``call.json``) is copied to the
 same relative place under DST_DIR with its caller.wav and agent.wav passed
@@ -13,6 +13,10 @@ zero-phase, so event times measured on the wideband audio still hold.
 A call already tagged ``telephone`` has been through a phone line: its audio
 is copied as it is (no second codec pass). A call that cannot be read is
 named in one line and skipped; the others are still written (exit 1).
+
+``--caller-gain-db`` scales the caller's channel after the line (a quiet
+handset or a far caller: telephone levels vary by 20 dB and more between
+callers), clipped to full scale; the agent's channel is left as it is.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import soundfile as sf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -33,14 +38,18 @@ from turnkit.audio.wav import AudioError, open_wav, read_wav
 TAG = "telephone"
 
 
-def _narrow(src: Path, dst: Path) -> None:
+def _narrow(src: Path, dst: Path, gain_db: float = 0.0, line: bool = True) -> None:
     info = open_wav(src)
-    audio = read_wav(src, int(info.samplerate))
+    rate = int(info.samplerate)
+    audio = read_wav(src, rate)
+    out, out_rate = (telephone(audio, rate), TELEPHONE_RATE) if line else (audio, rate)
+    if gain_db:
+        out = np.clip(out * 10 ** (gain_db / 20), -1.0, 1.0)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    sf.write(dst, telephone(audio, int(info.samplerate)), TELEPHONE_RATE, subtype="PCM_16")
+    sf.write(dst, out, out_rate, subtype="PCM_16")
 
 
-def convert_call(src: Path, dst: Path) -> None:
+def convert_call(src: Path, dst: Path, caller_gain_db: float = 0.0) -> None:
     """One call folder ``src`` -> ``dst`` (raises ValueError/OSError naming the file)."""
     manifest_path = src / "call.json"
     try:
@@ -60,13 +69,14 @@ def convert_call(src: Path, dst: Path) -> None:
         names.append(audio["agent"])
     already = TAG in tags
     dst.mkdir(parents=True, exist_ok=True)
-    for name in names:
+    for k, name in enumerate(names):
         if not isinstance(name, str):
             raise ValueError(f"{manifest_path}: audio: {name!r} is not a file name")
-        if already:
+        gain = caller_gain_db if k == 0 else 0.0
+        if already and not gain:
             shutil.copyfile(src / name, dst / name)
         else:
-            _narrow(src / name, dst / name)
+            _narrow(src / name, dst / name, gain, line=not already)
     if not already:
         manifest["tags"] = [*tags, TAG]
     (dst / "call.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
@@ -76,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("src", type=Path, help="a call folder, or a folder of call folders")
     ap.add_argument("dst", type=Path, help="where the narrowband copy goes")
+    ap.add_argument(
+        "--caller-gain-db", type=float, default=0.0, help="scale the caller's channel (dB)"
+    )
     args = ap.parse_args(argv)
     src: Path = args.src
     if not src.is_dir():
@@ -92,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     for call in calls:
         rel = call.relative_to(src)
         try:
-            convert_call(call, args.dst / rel)
+            convert_call(call, args.dst / rel, args.caller_gain_db)
         except (AudioError, ValueError, OSError) as exc:
             bad += 1
             print(str(exc).splitlines()[0], file=sys.stderr)

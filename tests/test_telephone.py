@@ -165,3 +165,29 @@ def test_narrowband_script(tmp_path: Path) -> None:
         json.loads((tmp_path / "d2" / "one" / "call.json").read_text())["tags"].count("telephone")
         == 1
     )
+    assert (tmp_path / "d2" / "one" / "caller.wav").read_bytes() == (
+        dst / "one" / "caller.wav"
+    ).read_bytes()
+    # --caller-gain-db: a quiet caller on the line, the agent's channel as it was
+    quiet = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "narrowband.py"),
+            str(dst),
+            str(tmp_path / "q"),
+            "--caller-gain-db",
+            "-12",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert quiet.returncode == 0, quiet.stderr
+    loud, _ = sf.read(dst / "one" / "caller.wav", dtype="float64")
+    soft, rate = sf.read(tmp_path / "q" / "one" / "caller.wav", dtype="float64")
+    assert rate == TELEPHONE_RATE and len(soft) == len(loud)
+    ratio_db = 10 * np.log10(np.sum(soft**2) / np.sum(loud**2))
+    assert abs(ratio_db + 12.0) < 0.1
+    assert (tmp_path / "q" / "one" / "agent.wav").read_bytes() == (
+        dst / "one" / "agent.wav"
+    ).read_bytes()
