@@ -3,6 +3,7 @@ core, against the Silero VAD's cost per 32 ms frame, both measured in this
 run.
 
     python benchmarks/bench_smart_turn.py [--windows 20] [--repeats 3]
+        [--activations int8|float]
 
 smart-turn runs the model once per pause (when the VAD reports a stop), so
 the ratio says how many VAD frames one end-of-turn judgement costs. The
@@ -26,7 +27,7 @@ from common import ROOT, best_of  # noqa: E402
 from turnkit.audio.mel import WINDOW_SAMPLES, smart_turn_features  # noqa: E402
 from turnkit.audio.vad import SileroVAD  # noqa: E402
 from turnkit.audio.wav import iter_frames, read_wav  # noqa: E402
-from turnkit.detectors.smart_turn import FIXED_COST_MS, SmartTurnModel  # noqa: E402
+from turnkit.detectors.smart_turn import FIXED_COST, SmartTurnModel  # noqa: E402
 
 
 def corpus_audio() -> np.ndarray:
@@ -44,12 +45,13 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=20)
     ap.add_argument("--frames", type=int, default=3000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--activations", choices=["int8", "float"], default="int8")
     args = ap.parse_args()
 
     audio = corpus_audio()
     wins = windows(audio, args.windows)
     frames = [f for _, f in iter_frames(audio, 512)][: args.frames]
-    model = SmartTurnModel()
+    model = SmartTurnModel(activations=args.activations)
     vad = SileroVAD()
     feats = [smart_turn_features(w)[np.newaxis] for w in wins]
     session, name = model._session, model._input
@@ -77,7 +79,10 @@ def main() -> None:
     t_feat = best_of(features, args.repeats) / len(wins)
     t_onnx = best_of(onnx, args.repeats) / len(wins)
     t_vad = best_of(silero, args.repeats) / len(frames)
-    print(f"model: {model.path.name}; {len(wins)} windows x 8 s, best of {args.repeats}")
+    print(
+        f"model: {model.path.name} ({args.activations} activations); "
+        f"{len(wins)} windows x 8 s, best of {args.repeats}"
+    )
     print(
         f"smart-turn inference: {t_st * 1e3:8.1f} ms   (features {t_feat * 1e3:.1f} ms, onnx {t_onnx * 1e3:.1f} ms)"
     )
@@ -94,7 +99,7 @@ def main() -> None:
         cpu.append(time.process_time() - c0)
     print(
         f"smart-turn CPU time per inference p50: {float(np.median(cpu)) * 1e3:.1f} ms "
-        f"(recorded with the model: {FIXED_COST_MS:.0f} ms)"
+        f"(recorded with the model: {FIXED_COST[args.activations]:.0f} ms)"
     )
 
 

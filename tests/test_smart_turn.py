@@ -162,6 +162,42 @@ def test_missing_pipecat_names_the_extra():
     assert isinstance(exc.value, DetectorSpecError)
 
 
+@pytest.fixture(scope="module")
+def float_model() -> SmartTurnModel:
+    return SmartTurnModel(activations="float")
+
+
+def test_float_activations_hold_steady_where_int8_jumps(model, float_model, real_audio):
+    # The same turn end at levels a listener cannot tell apart (and at 6 dB
+    # down): the model as shipped rounds every activation to 8 bits and its
+    # P moves with them; with the rounding removed it stays put. Both read
+    # the same graph and weights.
+    clip = real_audio[int(1.0 * SR) : int(4.8 * SR)]
+    gains = (1.0, 0.99, 0.9, 0.5)
+    steady = [float_model.predict(clip * g) for g in gains]
+    assert max(steady) - min(steady) < 0.05, steady
+    assert all(0.0 <= p <= 1.0 for p in steady)
+    assert float_model.predict(clip) == float_model.predict(clip.copy())  # deterministic
+    assert float_model._session is not model._session
+    assert SmartTurnModel(activations="float")._session is float_model._session
+    with pytest.raises(ValueError, match="activations"):
+        SmartTurnModel(activations="fp16")  # type: ignore[arg-type]
+
+
+def test_float_activations_from_a_spec_and_charged_their_own_cost(float_model):
+    from turnkit.detectors.smart_turn import FIXED_COST_FLOAT_MS
+
+    det = create_detector("smart-turn:activations=float", VirtualClock())
+    assert det.model.activations == "float"
+    assert create_detector("smart-turn", VirtualClock()).model.activations == "int8"
+    fused = create_detector("fused:audio_activations=float", VirtualClock())
+    assert fused.scorer.audio.activations == "float"
+    assert create_detector("fused", VirtualClock()).scorer.audio.activations == "int8"
+    assert FIXED_COST_FLOAT_MS > FIXED_COST_MS
+    with pytest.raises(DetectorSpecError):
+        create_detector("smart-turn:activations=int4", VirtualClock())
+
+
 def test_package_without_the_model_names_the_extra():
     # An installed package with no Smart Turn data folder (json is a package).
     with pytest.raises(SmartTurnUnavailable, match=r"turnkit\[smart-turn\]"):

@@ -71,7 +71,7 @@ from turnkit.detectors.endpointing import (
 from turnkit.detectors.llm_eou import FIXED_COST_MS as LLM_COST_MS
 from turnkit.detectors.registry import register
 from turnkit.detectors.semantic_text import FIXED_COST_MS as TEXT_COST_MS
-from turnkit.detectors.smart_turn import FIXED_COST_MS as SMART_TURN_COST_MS
+from turnkit.detectors.smart_turn import FIXED_COST as SMART_TURN_COST_MS
 
 __all__ = [
     "CEILING_MS",
@@ -196,6 +196,10 @@ class FusedParams(DetectorParams):
     audio: Literal["auto", "on", "off"] = Field(
         "auto", description="Smart Turn: auto = use it when pipecat-ai is installed"
     )
+    audio_activations: Literal["int8", "float"] = Field(
+        "int8",
+        description="Smart Turn's activations: int8 as shipped, float steadier (see SmartTurnModel)",
+    )
     text: Literal["on", "off"] = "on"
     text_model: Literal["v1", "v2"] = Field("v2", description="semantic-text model version")
     llm: Literal["on", "off"] = "off"
@@ -272,7 +276,7 @@ class FusedScorer:
                 t0 = time.perf_counter()
                 p_audio = float(self.audio.predict(ev.audio()))
                 measured += (time.perf_counter() - t0) * 1000
-                fixed += SMART_TURN_COST_MS
+                fixed += SMART_TURN_COST_MS[getattr(self.audio, "activations", "int8")]
                 self._audio_cache = (ev.pause, p_audio)
                 parts["p_audio"] = p_audio
         if self.text is not None and ev.text:
@@ -354,7 +358,7 @@ class FusedDetector(EndOfTurnDetector):
     # -- models ---------------------------------------------------------------
     def _load_audio(self) -> Any:
         try:
-            return self._load("audio")
+            return self._load(f"audio-{self.params.audio_activations}")
         except Exception as exc:
             if self.params.audio == "on":
                 raise
@@ -364,10 +368,10 @@ class FusedDetector(EndOfTurnDetector):
     def _load(self, kind: str) -> Any:
         model = self._models.get(kind)
         if model is None:
-            if kind == "audio":
+            if kind.startswith("audio-"):
                 from turnkit.detectors.smart_turn import SmartTurnModel
 
-                model = SmartTurnModel()
+                model = SmartTurnModel(activations=kind.removeprefix("audio-"))
             else:
                 from turnkit.text.semantic_model import SemanticTextModel
 

@@ -27,7 +27,7 @@ import logging
 import re
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 import onnxruntime as ort
@@ -60,6 +60,19 @@ INSTALL_HINT = (
     "smart-turn needs the Smart Turn model from the pipecat-ai wheel: "
     "pip install 'turnkit[smart-turn]'"
 )
+# How the model's activations are computed. "int8": as the file ships (and
+# as Pipecat runs it): every activation, the input features included, is
+# rounded to an 8-bit grid with fixed scales. Measured (2026-12-02), that
+# rounding makes the output jump with inaudible input changes: the same
+# turn end at 0.99 / 0.9 / 0.5 x its level reads P 0.88 / 0.50 / 0.74
+# (the features differ by < 1e-5), and on the demo corpus a -0.2 dB change
+# moves the logit by more than 0.5 at 17 % of turn ends. "float": the
+# activation rounding removed (quantize/dequantize pairs taken out at load;
+# the int8 weights kept, dequantized): p90 of that logit change 0.04, ROC
+# AUC of turn ends vs holds on the natural calls 0.83 -> 0.91 (0.15/0.25 s
+# into the pause; 0.675 -> 0.719 at the endpointing's first look), ~1.4x
+# the cost. Needs the onnx package (the smart-turn extra).
+Activations = Literal["int8", "float"]
 _MODEL_NAME = re.compile(r"^smart-turn-v3(?:\.(\d+))?(?:-(\w+))?\.onnx$")
 
 
@@ -99,24 +112,72 @@ def find_smart_turn_model(package: str = "pipecat") -> Path:
     raise SmartTurnUnavailable(f"{INSTALL_HINT} (no smart-turn-v3*.onnx under {package})")
 
 
+def float_activations(path: Path) -> bytes:
+    """The ONNX graph at ``path`` with every activation quantize/dequantize
+    pair removed (weights stay as stored, dequantized), serialised: the same
+    network computing its activations in float32 (see ``Activations``)."""
+    try:
+        import onnx
+    except ImportError:
+        raise SmartTurnUnavailable(
+            "smart-turn activations=float needs the onnx package: pip install 'turnkit[smart-turn]'"
+        ) from None
+    m = onnx.load(str(path))
+    g = m.graph
+    weights = {i.name for i in g.initializer}
+    quantized = {
+        n.output[0]: n.input[0]
+        for n in g.node
+        if n.op_type == "QuantizeLinear" and n.input[0] not in weights
+    }
+    rename: dict[str, str] = {}
+    keep = []
+    for n in g.node:
+        if n.op_type == "QuantizeLinear" and n.input[0] not in weights:
+            continue
+        if n.op_type == "DequantizeLinear" and n.input[0] in quantized:
+            rename[n.output[0]] = quantized[n.input[0]]
+            continue
+        keep.append(n)
+    if any(o.name in rename for o in g.output):
+        raise SmartTurnUnavailable(f"{path}: a graph output is a dequantized activation")
+    for n in keep:
+        for i, name in enumerate(n.input):
+            if name in rename:
+                n.input[i] = rename[name]
+    del g.node[:]
+    g.node.extend(keep)
+    return m.SerializeToString()
+
+
 class SmartTurnModel:
     """Probability that a turn is complete, from its last (up to) 8 s of audio.
 
-    One onnxruntime session per model file per process, on one intra-op
-    thread: a call costs tens of milliseconds on one core, and replay already
-    runs one process per core.
+    One onnxruntime session per model file (and ``activations``) per
+    process, on one intra-op thread: a call costs tens of milliseconds on
+    one core, and replay already runs one process per core.
 
     Example::
 
         model = SmartTurnModel()
         p = model.predict(audio_16k)      # float in [0, 1]
+        steady = SmartTurnModel(activations="float")
     """
 
-    _sessions: ClassVar[dict[Path, ort.InferenceSession]] = {}
+    _sessions: ClassVar[dict[tuple[Path, str], ort.InferenceSession]] = {}
 
-    def __init__(self, model_path: Path | None = None, package: str = "pipecat") -> None:
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        package: str = "pipecat",
+        activations: Activations = "int8",
+    ) -> None:
         self.path = Path(model_path) if model_path is not None else find_smart_turn_model(package)
-        session = self._sessions.get(self.path)
+        if activations not in ("int8", "float"):
+            raise ValueError(f"activations: 'int8' or 'float', not {activations!r}")
+        self.activations = activations
+        key = (self.path, activations)
+        session = self._sessions.get(key)
         if session is None:
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = 1
@@ -124,10 +185,11 @@ class SmartTurnModel:
             opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             opts.log_severity_level = 3
+            graph = str(self.path) if activations == "int8" else float_activations(self.path)
             session = ort.InferenceSession(
-                str(self.path), sess_options=opts, providers=["CPUExecutionProvider"]
+                graph, sess_options=opts, providers=["CPUExecutionProvider"]
             )
-            self._sessions[self.path] = session
+            self._sessions[key] = session
             log.debug("loaded Smart Turn model %s", self.path)
         self._session = session
         self._input = session.get_inputs()[0].name
@@ -178,6 +240,11 @@ class SmartTurnParams(DetectorParams):
         le=60_000,
         description="audio kept before the turn's first speech (the rest of the window is zeros)",
     )
+    activations: Activations = Field(
+        "int8",
+        description="int8: the model as shipped (and as Pipecat runs it); float: activation "
+        "rounding removed, a steadier P at ~1.3x the cost (see SmartTurnModel)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> SmartTurnParams:
@@ -198,6 +265,12 @@ class SmartTurnParams(DetectorParams):
 # the corpus (benchmarks/bench_smart_turn.py, 2026-12-01, idle machine: 53.5 ms
 # wall, 55.2 ms CPU time). What `--compute fixed` charges per inference.
 FIXED_COST_MS = 55.0
+# The same with activations="float": bench_smart_turn.py --activations float
+# and int8 in one session (2026-12-02) took 38.2 and 29.5 ms CPU time p50
+# (1.3x; that machine ran faster than the one int8's 55 ms was recorded on),
+# so 1.3 x 55 ms.
+FIXED_COST_FLOAT_MS = 71.0
+FIXED_COST: dict[str, float] = {"int8": FIXED_COST_MS, "float": FIXED_COST_FLOAT_MS}
 
 
 class SmartTurnScorer:
@@ -225,7 +298,8 @@ class SmartTurnScorer:
         t0 = time.perf_counter()
         p = self.model.predict(ev.audio())
         ms = (time.perf_counter() - t0) * 1000
-        score = Score(p, compute_ms=ms, fixed_ms=FIXED_COST_MS, parts={"p_audio": p})
+        fixed = FIXED_COST[getattr(self.model, "activations", "int8")]
+        score = Score(p, compute_ms=ms, fixed_ms=fixed, parts={"p_audio": p})
         self._cache = (ev.pause, score)
         return score
 
@@ -263,10 +337,12 @@ class SmartTurnDetector(EndOfTurnDetector):
         spec: str = "",
         model: SmartTurnModel | None = None,
     ) -> None:
-        self.model = model if model is not None else SmartTurnModel()
+        self._given_model = model
         super().__init__(clock, params, spec)
 
     def make_scorer(self) -> SmartTurnScorer:
+        given = self._given_model
+        self.model = given if given is not None else SmartTurnModel(activations=self.params.activations)
         return SmartTurnScorer(self.model, self.params.window_s, self.params.pre_speech_ms)
 
     def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
