@@ -103,7 +103,7 @@ log = logging.getLogger(__name__)
 # Re-measured 2026-12-02 with the default text model now v2: at those 51
 # pauses Smart Turn AUC 0.675 (d' 0.64), semantic-text v2 0.947 (d' 2.29), a
 # ratio of 0.28. Replayed with 0.28 (--compute fixed), the real-call variants
-# went 746/1362 → 741/1582 ms p50/p95, interrupted 5.1 → 5.1 %, missed 2.2 →
+# went 746/1362 → 734/1554 ms p50/p95, interrupted 5.1 → 5.1 %, missed 2.2 →
 # 2.9 %, the noisy ones 1072 → 1168 ms p50 (interrupted 3.3 → 0 %), the demo
 # corpus 748/1337 → 746/1350 ms at 27.3 %: text alone leaves more pauses in
 # the middle of the wait, and p95 nears its 1.6 s bound. 0.55 is kept; the
