@@ -71,7 +71,7 @@ from turnkit.detectors.endpointing import (
 from turnkit.detectors.llm_eou import FIXED_COST_MS as LLM_COST_MS
 from turnkit.detectors.registry import register
 from turnkit.detectors.semantic_text import FIXED_COST_MS as TEXT_COST_MS
-from turnkit.detectors.smart_turn import FIXED_COST as SMART_TURN_COST_MS
+from turnkit.detectors.smart_turn import fixed_cost_ms as smart_turn_cost_ms
 
 __all__ = [
     "CEILING_MS",
@@ -284,7 +284,7 @@ class FusedScorer:
                 t0 = time.perf_counter()
                 p_audio = float(self.audio.predict(ev.audio()))
                 measured += (time.perf_counter() - t0) * 1000
-                fixed += SMART_TURN_COST_MS[getattr(self.audio, "activations", "int8")]
+                fixed += smart_turn_cost_ms(self.audio)
                 self._audio_cache = (ev.pause, p_audio)
                 parts["p_audio"] = p_audio
         if self.text is not None and ev.text:

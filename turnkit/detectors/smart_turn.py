@@ -70,8 +70,8 @@ INSTALL_HINT = (
 # activation rounding removed (quantize/dequantize pairs taken out at load;
 # the int8 weights kept, dequantized): p90 of that logit change 0.04, ROC
 # AUC of turn ends vs holds on the natural calls 0.83 -> 0.91 (0.15/0.25 s
-# into the pause; 0.675 -> 0.719 at the endpointing's first look), ~1.4x
-# the cost. Needs the onnx package (the smart-turn extra).
+# into the pause; 0.675 -> 0.719 at the endpointing's first look), ~1.3x
+# the cost (FIXED_COST_FLOAT_MS). Needs the onnx package (the smart-turn extra).
 Activations = Literal["int8", "float"]
 _MODEL_NAME = re.compile(r"^smart-turn-v3(?:\.(\d+))?(?:-(\w+))?\.onnx$")
 
@@ -273,6 +273,12 @@ FIXED_COST_FLOAT_MS = 71.0
 FIXED_COST: dict[str, float] = {"int8": FIXED_COST_MS, "float": FIXED_COST_FLOAT_MS}
 
 
+def fixed_cost_ms(model: object) -> float:
+    """What ``--compute fixed`` charges for one inference by ``model``: its
+    activations' recorded cost (int8's for a model that does not say)."""
+    return FIXED_COST[getattr(model, "activations", "int8")]
+
+
 class SmartTurnScorer:
     """P(complete) from Smart Turn v3 on the turn's audio: the melody,
     rhythm and final lengthening of the last words. Hears audio only."""
@@ -298,8 +304,7 @@ class SmartTurnScorer:
         t0 = time.perf_counter()
         p = self.model.predict(ev.audio())
         ms = (time.perf_counter() - t0) * 1000
-        fixed = FIXED_COST[getattr(self.model, "activations", "int8")]
-        score = Score(p, compute_ms=ms, fixed_ms=fixed, parts={"p_audio": p})
+        score = Score(p, compute_ms=ms, fixed_ms=fixed_cost_ms(self.model), parts={"p_audio": p})
         self._cache = (ev.pause, score)
         return score
 
