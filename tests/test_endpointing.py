@@ -518,7 +518,7 @@ class FakeEou:
         self.asked: list[tuple[str, str, list | None]] = []
         self.prewarmed: list[list] = []
 
-    async def score(self, text, agent_text="", context=None):
+    async def score(self, text, agent_text="", context=None, *, deadline=True):
         from turnkit.llm.eou import EouResult
 
         self.asked.append((text, agent_text, context))

@@ -393,6 +393,45 @@ async def test_timeout_falls_back_on_silence_and_is_counted():
         assert (det.fallbacks, det.engine_errors, det.requests) == (2, 2, 2)
 
 
+@pytest.mark.parametrize("compute", ["fixed", "none"])
+async def test_a_replay_charging_a_fixed_cost_waits_for_a_slow_engine(compute):
+    # --compute fixed charges each ask its recorded cost, so this machine's
+    # load (a slow answer: here 0.4 s against a 100 ms timeout) must not turn
+    # the engine's verdict into a fallback: two runs must agree. The same
+    # detector under "measured" (the live rule) falls back, as the test above.
+    with FakeSlowEngine(delay_s=0.4) as fake:
+        det = create_detector(f"llm-eou:base_url={fake.base_url},timeout_ms=100", VirtualClock())
+        assert isinstance(det, LLMEouDetector)
+        det.set_compute(compute)
+        d = DetectorDriver(det)
+        await d.speak(1.0, COMPLETE)
+        out = await d.silence(1.5)
+        (end,) = _ends(out)
+        assert not end.reason.startswith("fallback"), end.reason
+        assert end.probability is not None
+        assert (det.engine_errors, det.fallbacks, det.requests) == (0, 0, 1)
+        det.set_compute("measured")
+        await d.speak(1.0, "and a high chair")
+        out = await d.silence(1.5)
+        (end,) = _ends(out)
+        assert end.reason.startswith("fallback: timeout")
+
+
+async def test_fused_llm_evidence_waits_for_a_slow_engine_under_a_fixed_cost():
+    with FakeSlowEngine(delay_s=0.4) as fake:
+        spec = f"fused:audio=off,text=off,llm=on,base_url={fake.base_url},llm_timeout_ms=100"
+        det = create_detector(spec, VirtualClock())
+        det.set_compute("fixed")
+        d = DetectorDriver(det)
+        await d.speak(1.0, COMPLETE)
+        (end,) = _ends(await d.silence(1.5))
+        assert "p_llm" in end.reason, end.reason  # the engine's answer was used
+        det.set_compute("measured")
+        await d.speak(1.0, "and a high chair")
+        (end,) = _ends(await d.silence(1.5))
+        assert "p_llm" not in end.reason, end.reason  # timed out: no llm evidence
+
+
 async def test_engine_down_falls_back(caplog):
     clock = VirtualClock()
     det = create_detector(f"llm-eou:base_url=http://127.0.0.1:{closed_port()}/v1", clock)

@@ -110,6 +110,7 @@ __all__ = [
     "MAX_HISTORY_TOKENS",
     "MAX_HISTORY_TURNS",
     "SMOLLM2_SYSTEM",
+    "UNTIMED_S",
     "Calibration",
     "ChatTemplate",
     "EouResult",
@@ -127,6 +128,10 @@ __all__ = [
 MAX_HISTORY_TURNS = 6  # LiveKit's MAX_HISTORY_TURNS
 MAX_HISTORY_TOKENS = 128  # LiveKit's MAX_HISTORY_TOKENS
 RESERVE_STEP = 32  # the history's cut moves when the caller's words cross a step
+# An ask without the live deadline (score(deadline=False)) still ends: an
+# engine that has not answered in this long has failed (the fallback decides),
+# so a hung engine never hangs a replay.
+UNTIMED_S = 60.0
 DEFAULT_SYSTEM = ""  # a model without a calibration: no system message
 _ROLES = ("user", "assistant")
 
@@ -553,14 +558,19 @@ class LLMEndOfTurn:
             return t if isinstance(t, int) else None
         return None
 
-    async def _learn_eot_id(self, client: httpx.AsyncClient, nxt: NextToken) -> None:
+    async def _learn_eot_id(
+        self, client: httpx.AsyncClient, nxt: NextToken, timeout_s: float | None = None
+    ) -> None:
         """llama-server renders special tokens as "": ask its /tokenize for
         the end token's id, once (engines that name the token never need it)."""
         if self._eot_id_asked or not nxt.ids or self.eot in map(_norm_token, nxt.top):
             return
         self._eot_id_asked = True
+        timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(timeout_s)
         try:
-            resp = await client.post(self._root() + "/tokenize", json=self._tokenize_body())
+            resp = await client.post(
+                self._root() + "/tokenize", json=self._tokenize_body(), timeout=timeout
+            )
         except httpx.HTTPError:
             return
         self.eot_id = self._eot_id_from(resp)
@@ -594,31 +604,47 @@ class LLMEndOfTurn:
 
     # -- scoring ---------------------------------------------------------------
     async def score(
-        self, text: str, agent_text: str = "", context: Sequence[Message] | None = None
+        self,
+        text: str,
+        agent_text: str = "",
+        context: Sequence[Message] | None = None,
+        *,
+        deadline: bool = True,
     ) -> EouResult:
         """Score the caller's ``text`` after the prior messages ``context``
         (or, without it, the agent's ``agent_text``). Raises
         :class:`~turnkit.llm.EngineError` (``timeout`` past ``timeout_ms`` in
-        all)."""
+        all). ``deadline=False``: wait up to :data:`UNTIMED_S` instead, for a
+        host whose decisions are not timed by this machine's clock (a replay
+        charging each ask its recorded cost, ``--compute fixed``)."""
         prompt = self.render(text, agent_text, context)
         client = self._async_client()
+        limit_s = self.timeout_ms / 1000 if deadline else UNTIMED_S
+        per_request = None if deadline else limit_s
         t0 = time.perf_counter()
         try:
-            async with asyncio.timeout(self.timeout_ms / 1000):
-                nxt = await next_token_logprobs(client, prompt, model=self.model, top_k=self.top_k)
-                await self._learn_eot_id(client, nxt)
+            async with asyncio.timeout(limit_s):
+                nxt = await next_token_logprobs(
+                    client, prompt, model=self.model, top_k=self.top_k, timeout_s=per_request
+                )
+                await self._learn_eot_id(client, nxt, timeout_s=per_request)
         except TimeoutError:
             ms = (time.perf_counter() - t0) * 1000
             raise EngineError(
-                "timeout", f"no answer in {ms:.0f} ms (timeout_ms={self.timeout_ms:g})"
+                "timeout", f"no answer in {ms:.0f} ms (timeout_ms={limit_s * 1000:g})"
             ) from None
         return self._result(nxt)
 
     async def predict(
-        self, text: str, agent_text: str = "", context: Sequence[Message] | None = None
+        self,
+        text: str,
+        agent_text: str = "",
+        context: Sequence[Message] | None = None,
+        *,
+        deadline: bool = True,
     ) -> float:
         """P(end of turn) in [0, 1] (see :meth:`score`)."""
-        return (await self.score(text, agent_text, context)).probability
+        return (await self.score(text, agent_text, context, deadline=deadline)).probability
 
     async def prewarm(self, agent_text: str = "", context: Sequence[Message] | None = None) -> bool:
         """Put the history of the coming turn in the engine's prefix cache:

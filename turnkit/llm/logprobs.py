@@ -212,12 +212,17 @@ async def next_token_logprobs(
     model: str = "",
     top_k: int = 20,
     path: str = "completions",
+    timeout_s: float | None = None,
 ) -> NextToken:
     """POST ``prompt`` to ``<client.base_url>/completions``; the client's
-    timeout applies. Raises :class:`EngineError`."""
+    timeout applies, or ``timeout_s`` for this request. Raises
+    :class:`EngineError`."""
     t0 = time.perf_counter()
+    timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(timeout_s)
     try:
-        resp = await client.post(path, json=completion_request(prompt, model=model, top_k=top_k))
+        resp = await client.post(
+            path, json=completion_request(prompt, model=model, top_k=top_k), timeout=timeout
+        )
     except httpx.HTTPError as exc:
         raise _raise_for(exc) from None
     out = parse_completion(_check(resp))
