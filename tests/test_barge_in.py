@@ -228,6 +228,30 @@ async def test_fake_vad_controller_stops_on_a_word_that_is_not_a_backchannel() -
     assert clock.now() >= 1.21 and "wait" in ctl.reason
 
 
+@pytest.mark.parametrize(
+    ("onset", "word_at", "answers"),
+    [
+        (2.0, 2.4, False),  # during "Wednesday afternoon.": an acknowledgement
+        (2.6, 3.2, False),  # words late, arriving as the question ends: still one
+        (3.1, 3.4, True),  # begun as the question ends: an answer
+    ],
+)
+@pytest.mark.asyncio
+async def test_fake_vad_controller_okay_before_the_question_is_heard_acknowledges(
+    onset: float, word_at: float, answers: bool
+) -> None:
+    # The question's "?" is the 50th character: at 15 characters a second it
+    # is out at 3.3 s. The rule used to look a second ahead of where playback
+    # was when the word arrived, so every one of these stopped the agent.
+    clock = VirtualClock()
+    ctl = BargeInController(clock)
+    ctl.on_agent_started("Okay, Wednesday afternoon. Same address as before?", 0.0)
+    d = await _segment(clock, ctl, onset=onset, dur=0.3, words="okay", word_at=word_at)
+    stopped = Action.STOP in d or Action.CONFIRM in d
+    assert stopped is answers, (ctl.reason, d)
+    assert ("question" in ctl.reason) is answers
+
+
 @pytest.mark.asyncio
 async def test_fake_vad_controller_okay_answering_the_agents_question_is_a_bid() -> None:
     clock = VirtualClock()

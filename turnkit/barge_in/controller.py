@@ -106,6 +106,9 @@ from turnkit.text.recogniser import StreamingWatch
 __all__ = ["Action", "BargeInController", "BargeInParams", "Evidence"]
 
 CHARS_PER_SECOND = 15.0  # the agent's speaking rate when no playback marks arrive
+# An acknowledgement word begun this close before the end of the agent's
+# yes/no question answers it (see BargeInController._question_asked).
+ANSWER_PROJECTION_S = 0.3
 _WORDISH = re.compile(r"[\w'’-]", re.UNICODE)
 _BOUNDARY = re.compile(r"[,.;:?!]")
 
@@ -683,13 +686,24 @@ class BargeInController:
         self._base_words = self._tok_words
         self._base_n = len(self._tok_words)
 
-    def _question_asked(self) -> bool:
+    def _question_asked(self, at: float) -> bool:
+        """The agent's question had been heard when the caller began
+        speaking (``at``), or was within :data:`ANSWER_PROJECTION_S` of its
+        end: answers to a yes/no question start around its end, a few
+        hundred ms early at most (Stivers et al. 2009: within ±200 ms in ten
+        languages), never a second ahead. So "okay" said during "Wednesday
+        afternoon. | Same address as before?" acknowledges what was said; it
+        does not answer a question still to come."""
         if "?" not in self.agent_text or self._agent_start is None:
             return False
+        now = self.clock.now()
         played = self._played_chars
         if played is None:
-            played = int((self.clock.now() - self._agent_start) * CHARS_PER_SECOND)
-        return self.agent_text.rfind("?", 0, max(0, played) + int(CHARS_PER_SECOND)) >= 0
+            played = int((now - self._agent_start) * CHARS_PER_SECOND)
+        # Where playback was at the onset (the words arrive later than that).
+        then = played - (now - at) * CHARS_PER_SECOND
+        heard = int(then + ANSWER_PROJECTION_S * CHARS_PER_SECOND)
+        return self.agent_text.rfind("?", 0, max(0, heard)) >= 0
 
     def _judge_words(self, seg: Evidence) -> Action:
         text = " ".join(seg.words)
@@ -707,7 +721,7 @@ class BargeInController:
             bid = f"words: {text!r}"
         elif len(seg.words) > self.params.max_backchannel_words:
             bid = f"many words: {text!r}"
-        elif self._question_asked() and is_answer(text, self.language):
+        elif self._question_asked(seg.onset) and is_answer(text, self.language):
             bid = f"answer to the agent's question: {text!r}"
         if bid is not None:
             self._floor = True
