@@ -256,3 +256,21 @@ def test_missed_column_tells_turns_the_caller_went_on_from() -> None:
     assert _missed({"missed_rate": 2 / 50, "missed_caller_went_on": 2}) == "4.0% (2 went on)"
     assert _missed({"missed_rate": 1 / 50, "missed_caller_went_on": 0}) == "2.0%"
     assert _missed({"missed_rate": 0.0}) == "0.0%"
+
+
+@pytest.mark.parametrize(("compute", "hinted"), [("measured", True), ("fixed", False)])
+def test_replay_fallback_warning_points_measured_runs_at_compute_fixed(
+    compute: str, hinted: bool
+) -> None:
+    # An engine that fails (here: nothing listens) makes every decision a
+    # fallback. Under measured the warning names the likely cause in a replay
+    # (an engine fed faster than live) and the remedy; under fixed it does not.
+    from engine import closed_port
+
+    call = Path(__file__).resolve().parent.parent / "recordings" / "easy-short-08"
+    spec = f"llm-eou:base_url=http://127.0.0.1:{closed_port()}/v1,timeout_ms=200"
+    proc = turnkit("replay", str(call), "-d", spec, "--compute", compute, "--workers", "1")
+    assert proc.returncode == 0, proc.stderr
+    warning = " ".join(line for line in proc.stderr.splitlines() if "fell back" in line)
+    assert "end-of-turn decisions fell back" in warning, proc.stderr
+    assert ("--compute fixed" in warning) is hinted, warning

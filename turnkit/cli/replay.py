@@ -314,6 +314,14 @@ def replay(
                 f"{r['detector']}: {n_fallback} of {r.get('decisions', '?')} end-of-turn "
                 "decisions fell back (its model or engine failed; see fallback_decisions)"
             )
+            if compute == "measured":
+                # The replay runs many times faster than the call did: an
+                # engine's asks (and prewarms) from every worker arrive far
+                # closer together than live, and miss a live deadline.
+                note += (
+                    "; if it timed out: the replay feeds an engine faster than a live call would, "
+                    "--compute fixed waits for its answers and charges the recorded cost"
+                )
             warn(note)
             warnings.append({"path": None, "detector": r["detector"], "warning": note})
 
