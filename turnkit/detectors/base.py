@@ -97,10 +97,7 @@ class EndOfTurnDetector:
     def set_compute(self, mode: ComputeMode) -> None:
         """How model cost delays a decision: measured, fixed (the recorded
         benchmark figure: reproducible) or none."""
-        self.endpointing.compute = mode
-        hook = getattr(self.scorer, "set_compute", None)
-        if hook is not None:
-            hook(mode)  # a scorer behind a deadline (an engine) is told too
+        self.endpointing.compute = mode  # scorers read it as Evidence.timed
 
     def set_source_rate(self, sample_rate: int) -> None:
         """The caller audio's rate before it was resampled to 16 kHz: 8 kHz

@@ -181,6 +181,11 @@ class Evidence:
     # The conversation before this turn, oldest first ({"role", "content"}):
     # the agent's messages and the caller's committed turns.
     history: list[dict[str, str]] = field(default_factory=list)
+    # An engine's answer counts only within its live deadline (compute
+    # "measured"). Under "fixed" / "none" the decision is charged the recorded
+    # cost, so this machine's load must not decide it either: an engine-backed
+    # scorer waits for the answer instead.
+    timed: bool = True
 
 
 @dataclass(slots=True)
@@ -629,6 +634,7 @@ class Endpointing:
             audio=audio,
             text_only=text_only,
             history=list(self.history),
+            timed=self.compute == "measured",
         )
 
     def _charge(self, score: Score) -> float:

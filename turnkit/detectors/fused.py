@@ -70,7 +70,6 @@ from turnkit.detectors.base import DetectorParams, EndOfTurnDetector, check_spec
 from turnkit.detectors.endpointing import (
     CEILING_MS,
     DIGIT_RUN_MS,
-    ComputeMode,
     Evidence,
     Score,
     WaitPolicy,
@@ -275,15 +274,9 @@ class FusedScorer:
         self.reads_text = text is not None or llm is not None
         self.audio_factor = 1.0  # NARROWBAND_AUDIO_FACTOR on a telephone line
         self.llm_threshold = 0.5  # the engine model's calibrated P(end) threshold
-        self.llm_deadline = True  # the engine's timeout applies (see set_compute)
         self._audio_cache: tuple[int, float] | None = None  # (pause, p_audio)
         self._text_cache: tuple[str, str, float] | None = None
         self._llm_cache: tuple[int, str, str, float | None] | None = None
-
-    def set_compute(self, mode: ComputeMode) -> None:
-        """How decisions are charged: under ``fixed`` / ``none`` the engine's
-        answer is awaited past its timeout (see ``LLMEouScorer.set_compute``)."""
-        self.llm_deadline = mode == "measured"
 
     def set_source_rate(self, sample_rate: int) -> None:
         """Narrowband (≤ 8 kHz) caller audio: the audio evidence counts for less."""
@@ -325,7 +318,7 @@ class FusedScorer:
                             ev.text,
                             ev.agent_text,
                             ev.history or None,
-                            deadline=self.llm_deadline,
+                            deadline=ev.timed,
                         )
                     )
                     # The engine's P(end) lives on its own scale (SmolLM2's

@@ -29,7 +29,6 @@ from turnkit.detectors.base import DetectorParams, EndOfTurnDetector, check_spec
 from turnkit.detectors.endpointing import (
     DIGIT_RUN_FLOOR_MS,
     DIGIT_RUN_MS,
-    ComputeMode,
     Evidence,
     Score,
     WaitPolicy,
@@ -187,16 +186,6 @@ class LLMEouScorer:
         self._warned = False
         self._cache: tuple[tuple[int, str, str, int], Score] | None = None
         self._prewarms: set[asyncio.Task[bool]] = set()
-        self.deadline = True  # timeout_ms applies (the live case)
-
-    def set_compute(self, mode: ComputeMode) -> None:
-        """``measured``: the engine's answer counts only within
-        ``timeout_ms`` of this machine's clock, as live. ``fixed`` / ``none``:
-        the decision is charged the recorded cost (or none), so this
-        machine's load must not decide it either: the ask waits for the
-        answer (up to :data:`~turnkit.llm.eou.UNTIMED_S`), and two runs
-        agree however busy the machine or the engine is."""
-        self.deadline = mode == "measured"
 
     async def score(self, ev: Evidence) -> Score:
         if not ev.text:
@@ -209,7 +198,7 @@ class LLMEouScorer:
         t0 = time.perf_counter()
         try:
             res = await self.eou.score(
-                ev.text, ev.agent_text, ev.history or None, deadline=self.deadline
+                ev.text, ev.agent_text, ev.history or None, deadline=ev.timed
             )
         except EngineError as exc:
             self.engine_errors += 1

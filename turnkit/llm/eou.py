@@ -100,6 +100,7 @@ from turnkit.llm.logprobs import (
     EngineError,
     NextToken,
     next_token_logprobs,
+    request_timeout,
 )
 
 __all__ = [
@@ -566,10 +567,11 @@ class LLMEndOfTurn:
         if self._eot_id_asked or not nxt.ids or self.eot in map(_norm_token, nxt.top):
             return
         self._eot_id_asked = True
-        timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(timeout_s)
         try:
             resp = await client.post(
-                self._root() + "/tokenize", json=self._tokenize_body(), timeout=timeout
+                self._root() + "/tokenize",
+                json=self._tokenize_body(),
+                timeout=request_timeout(timeout_s),
             )
         except httpx.HTTPError:
             return

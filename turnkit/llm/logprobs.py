@@ -205,6 +205,11 @@ def _check(resp: httpx.Response) -> Any:
         raise EngineError("protocol", f"response is not JSON: {exc}") from None
 
 
+def request_timeout(timeout_s: float | None) -> httpx.Timeout | Any:
+    """One request's timeout: the client's own (None) or ``timeout_s``."""
+    return httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(timeout_s)
+
+
 async def next_token_logprobs(
     client: httpx.AsyncClient,
     prompt: str,
@@ -218,10 +223,11 @@ async def next_token_logprobs(
     timeout applies, or ``timeout_s`` for this request. Raises
     :class:`EngineError`."""
     t0 = time.perf_counter()
-    timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(timeout_s)
     try:
         resp = await client.post(
-            path, json=completion_request(prompt, model=model, top_k=top_k), timeout=timeout
+            path,
+            json=completion_request(prompt, model=model, top_k=top_k),
+            timeout=request_timeout(timeout_s),
         )
     except httpx.HTTPError as exc:
         raise _raise_for(exc) from None
