@@ -7,6 +7,8 @@ Written apart from the training templates (none of these questions is in
 question (ends), open prefixes after the same questions (holds), requests
 to hear it again ("wait what", "i missed that": ends), dates of birth,
 times, counts and sums (whole: ends; cut inside a year or a sum: holds),
+noun phrases paused after their modifier ("i'm looking for a cheap":
+holds) beside finished turns ending on an adjective ("it was good": ends),
 and bare phrases
 after an open "how can I help you?" (not labelled: printed to show how far
 the reading carries over). Prints each P and, per model, the mean
@@ -71,6 +73,20 @@ NUMBER_HOLDS = [
     ("What time works for you?", ["at", "around"]),
     ("What did they charge you?", ["a hundred and", "about"]),
 ]  # fmt: skip
+# A pause inside a noun phrase, after its modifier (holds), and finished
+# turns that end on an adjective or on a noun after one (ends).
+MODIFIER_HOLDS = [
+    ("How can I help you?", ["i'm looking for a cheap", "can you recommend a good", "i'd like an italian", "is there a nearby", "i need a quiet", "do you have any vegetarian", "i want the earliest", "i lost my blue", "i'd like to book a double", "we want a big", "i need a new", "can i get a large", "i'm trying to find a local", "is there a free", "i want to order a small"]),
+    ("What kind of food would you like?", ["something with a spicy", "maybe a traditional", "i'd like a light"]),
+    ("Anything else?", ["yes i also need a cheap", "could you find me a nice", "i need an expensive"]),
+]  # fmt: skip
+MODIFIER_ENDS = [
+    ("How can I help you?", ["i'm looking for a cheap hotel", "can you recommend a good restaurant", "i'd like an italian place", "i need a quiet room", "i lost my blue wallet", "i'd like to book a double room", "i need a new password"]),
+    ("How was everything?", ["it was good", "that's great", "really nice", "the room was clean", "everything was fine", "pretty good", "it was a bit expensive", "very good thanks"]),
+    ("Would you like the cheaper one?", ["no the expensive one", "the cheap one", "the big one please", "yes the cheaper one"]),
+    ("Is that all?", ["yes that's fine", "that sounds good", "perfect", "great thanks", "all good"]),
+    ("What color is it?", ["blue", "it's black", "dark green"]),
+]  # fmt: skip
 OPEN = [
     ("How can I help you?", ["the screen", "my bill", "my internet", "the delivery", "a refund", "my order"]),
     ("What can I do for you today?", ["the screen", "my bill", "a refund"]),
@@ -87,6 +103,8 @@ def main() -> None:
         ("asks to hear it again (ends)", REPAIRS),
         ("dates, times, counts and sums (ends)", NUMBER_ENDS),
         ("dates, times, counts and sums cut short (holds)", NUMBER_HOLDS),
+        ("a noun phrase paused after its modifier (holds)", MODIFIER_HOLDS),
+        ("finished on an adjective, or a noun after one (ends)", MODIFIER_ENDS),
         ("after an open question", OPEN),
     )
     for title, rows in sections:
