@@ -966,49 +966,23 @@ def multiwoz_examples(sdist: Path, rng: random.Random) -> list[Example]:
     word: "i need a hotel | in the north" may well be finished there.
     Then short answers to the clerk's one-slot questions
     (:func:`woz_answer_examples`)."""
-    import tarfile
-
-    with tarfile.open(sdist) as tar:
-
-        def member(side: str) -> dict:
-            f = tar.extractfile(WOZ_MEMBER.format(side=side))
-            assert f is not None
-            return json.loads(f.read().decode("utf-8"))
-
-        users, systems = member("user"), member("system")
-    by_act: dict[str, list[str]] = defaultdict(list)
-    for act, by_slots in systems.items():
-        for _, lines in sorted(by_slots.items()):
-            by_act[act] += lines
-    seen: set[str] = set()
+    lines, systems = _woz_corpus(sdist)
     out: list[Example] = []
-    for act in sorted(users):
-        domain, kind = act.split("-", 1)
-        if domain == "general":
-            ctx = by_act["general-reqmore"]
-        elif kind == "Inform":
-            ctx = by_act.get(f"{domain}-Request") or by_act.get(f"{domain}-Inform", [])
-        else:  # the user asks about what the system offered
-            ctx = by_act.get(f"{domain}-Recommend") or by_act.get(f"{domain}-Inform", [])
-        for _, lines in sorted(users[act].items()):
-            for raw in lines:
-                if raw in seen or len(raw) > 300:
-                    continue
-                seen.add(raw)
-                g = f"woz:{len(seen)}"
-                agent = _woz_spoken(rng.choice(ctx), rng) if ctx else ""
-                said = _woz_spoken(raw, rng)
-                text = normalize_text(said)
-                if not text:
-                    continue
-                out.append(Example(text, agent, 1, 1.0, g, "multiwoz"))
-                sents = [x.strip() for x in _SENTS.findall(said) if x.strip()]
-                if len(sents) > 1:
-                    for x in sents[:-1]:
-                        t = normalize_text(x)
-                        if len(t.split()) >= 2:
-                            out.append(Example(t, agent, 1, 0.5, g, "multiwoz-sent"))
-                out += _prefix_holds(said, _open_cuts(said), 2, agent, g, "multiwoz", rng)
+    for k, (ctx, raw) in enumerate(lines, 1):
+        g = f"woz:{k}"
+        agent = _woz_spoken(rng.choice(ctx), rng) if ctx else ""
+        said = _woz_spoken(raw, rng)
+        text = normalize_text(said)
+        if not text:
+            continue
+        out.append(Example(text, agent, 1, 1.0, g, "multiwoz"))
+        sents = [x.strip() for x in _SENTS.findall(said) if x.strip()]
+        if len(sents) > 1:
+            for x in sents[:-1]:
+                t = normalize_text(x)
+                if len(t.split()) >= 2:
+                    out.append(Example(t, agent, 1, 0.5, g, "multiwoz-sent"))
+        out += _prefix_holds(said, _open_cuts(said), 2, agent, g, "multiwoz", rng)
     return out + woz_answer_examples(systems, rng)
 
 
@@ -1048,15 +1022,16 @@ def _modifier_texts(multiwoz: Path | None) -> Iterator[tuple[str, str, str]]:
             yield cid, prev, m
     if multiwoz is not None:
         rng = random.Random(SEED)  # the spoken forms of the values, as multiwoz_examples
-        for k, (ctx, raw) in enumerate(_woz_user_lines(multiwoz)):
+        for k, (ctx, raw) in enumerate(_woz_corpus(multiwoz)[0]):
             agent = _woz_spoken(rng.choice(ctx), rng) if ctx else ""
             yield f"wozmod:{k}", agent, _woz_spoken(raw, rng)
 
 
-def _woz_user_lines(sdist: Path) -> list[tuple[list[str], str]]:
-    """MultiWOZ's user utterances as ConvLab-3's sdist ships them, each once,
-    with the system lines of the act that would precede each (as
-    :func:`multiwoz_examples` chooses them)."""
+def _woz_corpus(sdist: Path) -> tuple[list[tuple[list[str], str]], dict]:
+    """MultiWOZ's user utterances as ConvLab-3's sdist ships them, each once
+    (up to 300 characters), with the system lines of the act that would
+    precede each (a request for the slot it informs; "anything else?"
+    before thanks and goodbyes); and the system utterances by act."""
     import tarfile
 
     with tarfile.open(sdist) as tar:
@@ -1078,13 +1053,13 @@ def _woz_user_lines(sdist: Path) -> list[tuple[list[str], str]]:
             ctx = by_act["general-reqmore"]
         elif kind == "Inform":
             ctx = by_act.get(f"{domain}-Request") or by_act.get(f"{domain}-Inform", [])
-        else:
+        else:  # the user asks about what the system offered
             ctx = by_act.get(f"{domain}-Recommend") or by_act.get(f"{domain}-Inform", [])
         for _, lines in sorted(users[act].items()):
             for raw in lines:
                 if len(raw) <= 300:
                     seen.setdefault(raw, ctx)
-    return [(ctx, raw) for raw, ctx in seen.items()]
+    return [(ctx, raw) for raw, ctx in seen.items()], systems
 
 
 def prenominal_words(
