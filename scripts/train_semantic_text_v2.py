@@ -179,6 +179,21 @@ own weights, 2 epochs at lr 1e-3 each (issue 12):
    1458 ms with one more interruption and miss; TEN finished 92.4 %,
    wait 86 %.
 
+Tried after stage 5 and not shipped (2026-12-03): an agreement or refusal
+said twice ("yes yes", "okay okay thanks", ``repeat_answer_examples``,
+``--repeats on``, 3,000 groups after yes/no questions and statements).
+"yes yes" read 0.45 mean (0.17 at the lowest) over ten yes/no questions
+written apart, where "yes" reads 0.87: the restarts taught elsewhere
+("march march ...") make a repeated last word read as a restart. The
+fine-tune from stage 5 moved it to 0.69 (0.40), "okay okay thanks" 0.80 →
+0.91, "no no" 0.86 → 0.92; TEN unfinished 93.2 → 93.75 %, turnsense
+complete 89.5 → 88.2 %; but replayed, ``fused`` on the real-call variants
+went 746 / 1388 → 746 / 1458 ms with one more interruption (5.1 → 5.8 %),
+their telephone copy 741 / 1388 → 746 / 1522 ms, the demo 746 / 1316 →
+744 / 1353 ms: each fine-tune moves many turns' P a little, and this one
+moved the replay's the wrong way for a phrase the replay corpora do not
+hold.
+
 (``--greetings off`` is the base model's data. A from-scratch retrain on
 the greeting data read the same on the development split, AUC 0.9576
 against 0.9574, but changed 3.5 % of its decisions there against 1.1 % for
@@ -1453,6 +1468,54 @@ def repair_examples(rng: random.Random, groups: int = 2000) -> list[Example]:
     return out
 
 
+# --- an answer said twice ---------------------------------------------------------
+# "yes yes", "okay okay thanks", "no no no": a caller who agrees or refuses
+# says it twice or three times (a non-native caller often), and that is the
+# whole answer. The restarts taught elsewhere ("march march twelfth ...",
+# "i i want") made a repeated word at the end read as a restart still going:
+# "yes yes" P(end) 0.50 after "Would you like me to book it?" where "yes"
+# reads 0.91, 0.28 with no agent line. The agent lines here ask a yes/no
+# question or state something, and never ask for data ("can I have your
+# email?" is answered "yes, it's ...": a bare "yes" there is no answer).
+_POLAR_LINES = [
+    "Would you like me to book that for you?", "Is that correct?", "Shall I go ahead?",
+    "Do you want the earlier one?", "Is that everything for today?",
+    "So that's two tickets for Friday, right?", "The total is forty dollars. Is that okay?",
+    "Did you get the confirmation text?", "Do you need a taxi as well?",
+    "Would you like a receipt?", "Are you still there?", "Should I cancel the old booking?",
+    "Is the delivery for tomorrow?", "Okay, the nine thirty then?", "Was it the blue one?",
+    "Do you want me to send it again?", "It's non-refundable. Is that alright?",
+    "I've booked it for you.", "Your refund is on its way.", "That will be ready on Monday.",
+    "I can do that for you.", "Alright, I've changed it to Thursday.",
+]  # fmt: skip
+_REPEATED = ["yes", "yeah", "no", "okay", "ok", "right", "sure", "yep", "alright"]
+_REPEAT_TAILS = [
+    "", "", "", "please", "thanks", "thank you", "that's right", "that's fine",
+    "that's correct", "go ahead", "thank you very much",
+]  # fmt: skip
+_REPEAT_OPEN = ["and", "but", "it's", "the", "my", "i", "so", "because", "um", "can you"]
+
+
+def repeat_answer_examples(rng: random.Random, groups: int = 3000) -> list[Example]:
+    """An agreement or refusal said two or three times ("yes yes", "no no
+    no thanks"), with an optional lead ("uh", "oh") and tail ("please",
+    "that's right"), after a yes/no question or a statement: an end; the
+    same words going on into an open word ("yes yes and", "no no it's") a
+    hold."""
+    out: list[Example] = []
+    for i in range(groups):
+        agent = rng.choice(_POLAR_LINES)
+        w = rng.choice(_REPEATED)
+        words = [rng.choice(["", "", "", "uh", "um", "oh"])] + [w] * rng.choice([2, 2, 3])
+        g = f"repeat:{i}"
+        done = " ".join([*words, rng.choice(_REPEAT_TAILS)]).split()
+        out.append(Example(normalize_text(" ".join(done)), agent, 1, 1.0, g, "repeat-answer"))
+        if rng.random() < 0.5:
+            held = " ".join([*words, rng.choice(_REPEAT_OPEN)]).split()
+            out.append(Example(normalize_text(" ".join(held)), agent, 0, 1.0, g, "repeat-answer"))
+    return out
+
+
 # --- dates, times, counts and sums said as an answer --------------------------------
 # "March twelfth nineteen eighty four" after "what's your date of birth?" read
 # P(end) 0.15 and its prefix "march twelfth nineteen" 1.00: the model took a
@@ -1692,6 +1755,7 @@ def all_examples(
     answers: bool = True,
     numbers: bool = True,
     modifiers: bool = True,
+    repeats: bool = False,
 ) -> list[Example]:
     rng = random.Random(v1.SEED)  # v1's data exactly as v1 draws it
     ex = v1.chitchat_examples(random.Random(rng.random()))
@@ -1716,6 +1780,8 @@ def all_examples(
         ex += number_answer_examples(random.Random(rng2.random()))
     if modifiers:
         ex += modifier_hold_examples(multiwoz, random.Random(rng2.random()))
+    if repeats:
+        ex += repeat_answer_examples(random.Random(rng2.random()))
     return [e for e in ex if e.text and not (greetings and _chat_opening_greeting(e))]
 
 
@@ -1807,6 +1873,13 @@ def main() -> None:
         help="a determiner and its noun's modifier as a hold ('a cheap', modifier_hold_examples); "
         "off: the data of the fine-tunes before it",
     )
+    ap.add_argument(
+        "--repeats",
+        choices=("on", "off"),
+        default="off",
+        help="an agreement or refusal said twice as an end ('yes yes', "
+        "repeat_answer_examples; an experiment, not in the shipped model)",
+    )
     ap.add_argument("--hidden", type=int, default=HIDDEN, help="GRU state size")
     ap.add_argument("--emb", type=int, default=EMB, help="word embedding size")
     args = ap.parse_args()
@@ -1828,6 +1901,7 @@ def main() -> None:
         args.answers == "on",
         args.numbers == "on",
         args.modifiers == "on",
+        args.repeats == "on",
     )
     by_src: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for e in examples:
