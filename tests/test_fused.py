@@ -13,7 +13,7 @@ from conftest import DetectorDriver
 
 from turnkit.clock import VirtualClock
 from turnkit.detectors import create_detector
-from turnkit.detectors.fused import PROFILES, FusedDetector, choose_profile, wait_ms
+from turnkit.detectors.fused import PROFILES, FusedDetector, FusedParams, choose_profile, wait_ms
 from turnkit.frames import (
     TurnEagerFrame,
     TurnEndFrame,
@@ -63,6 +63,35 @@ def test_patient_waits_longer_than_default_longer_than_snappy() -> None:
 )
 def test_profile_is_chosen_by_what_the_agent_asked(agent: str, profile: str) -> None:
     assert choose_profile(agent) == profile
+
+
+EMAIL_CHECK = "Sure. Is the order under the email address ending in gmail dot com?"
+
+
+@pytest.mark.parametrize(
+    ("agent", "said", "profile"),
+    [
+        # A yes/no question that names a field: patient until the words are
+        # a bare "yes", which is the whole answer.
+        (EMAIL_CHECK, "", "patient"),
+        (EMAIL_CHECK, "Yes.", "snappy"),
+        (EMAIL_CHECK, "uh yeah it is thank you", "snappy"),
+        (EMAIL_CHECK, "No,", "patient"),  # the right address comes next
+        (EMAIL_CHECK, "yes it's", "patient"),
+        ("Okay, Wednesday afternoon. Same address as before?", "yes that's right", "snappy"),
+        ("Okay, Wednesday afternoon. Same address as before?", "No, send it to", "patient"),
+        # A request in a yes/no form: "yes" is followed by the data.
+        ("Sure. Can I have the order number, please?", "Yes.", "patient"),
+        # A statement of the data: a caller who answers corrects it, or not.
+        ("I found an account ending in eight eight four.", "Yes.", "patient"),
+    ],
+)
+def test_a_bare_yes_to_a_check_of_the_data_is_answered_at_once(
+    agent: str, said: str, profile: str
+) -> None:
+    assert choose_profile(agent, said) == profile
+    det = FusedDetector(VirtualClock(), FusedParams(audio="off"))
+    assert det.wait_policy(agent, said).min_wait_ms == PROFILES[profile].min_wait_ms
 
 
 class Drive(DetectorDriver):

@@ -79,6 +79,7 @@ from turnkit.detectors.llm_eou import FIXED_COST_MS as LLM_COST_MS
 from turnkit.detectors.registry import register
 from turnkit.detectors.semantic_text import FIXED_COST_MS as TEXT_COST_MS
 from turnkit.detectors.smart_turn import fixed_cost_ms as smart_turn_cost_ms
+from turnkit.text.normalize import normalize_text
 
 __all__ = [
     "CEILING_MS",
@@ -172,19 +173,62 @@ _PATIENT = re.compile(
     r"\b(number(?!\s+of\b)|digits?|card|phone|account|zip|post ?code|address|street|spell|spelling|"
     r"email|date of birth|reference|confirmation code|order id|booking code|last four)\b"
 )
+# The agent asks for the data it names (not whether it is right): a request
+# in a yes/no question's form ("can I have the order number?", "could you
+# spell it?"), or "please …", "I (just) need your …", "go ahead".
+_REQUEST = re.compile(
+    r"\b(can|could|may|might|would|will)\s+(i|we|you)\b[^.!?]*\b(have|get|take|grab|give|tell|"
+    r"spell|read|repeat|provide|confirm|verify|share|send|say|type|enter)\b"
+    r"|\b(please|i need|i'll need|we need|just need|go ahead|let me have|tell me)\b"
+)
+# An elliptical yes/no question: "Same address as before?", "The usual card?"
+_SAME = re.compile(r"^(and\s+)?(the\s+)?(same|usual)\b[^.!?]*\?\s*$|\bas before\?\s*$")
+# A bare affirmation, the whole answer to such a question: "yes", "yeah it
+# is", "uh yes that's correct", "yes yes thanks".
+_AFFIRM_WORDS = frozenset(
+    {"yes", "yeah", "yep", "yup", "correct", "right", "exactly", "mhm", "uh-huh", "sure",
+     "it", "is", "that", "that's", "indeed"}
+)  # fmt: skip
+_AFFIRM_LAST = frozenset(
+    {"yes", "yeah", "yep", "yup", "correct", "right", "exactly", "mhm", "uh-huh", "sure", "is"}
+)
+_LEADS = frozenset({"uh", "um", "oh", "ah", "mm", "okay", "ok"})
+_THANKS = ("thank you", "thanks")
+
+
+def _affirms(text: str) -> bool:
+    words = normalize_text(text).replace("uh huh", "uh-huh").split()
+    while words and words[0] in _LEADS:
+        words = words[1:]
+    for tail in _THANKS:
+        if words[-len(tail.split()) :] == tail.split():
+            words = words[: -len(tail.split())]
+    return bool(words) and words[-1] in _AFFIRM_LAST and all(w in _AFFIRM_WORDS for w in words)
+
+
 _YES_NO = re.compile(
     r"(^|[.!?]\s*)(is|are|was|were|do|does|did|can|could|would|will|shall|should|have|has|"
     r"may|am)\b[^.!?]*\?\s*$|\b(right|correct|okay|ok)\?\s*$"
 )
 
 
-def choose_profile(agent_text: str) -> str:
-    """The patience profile the agent's last message calls for."""
-    text = agent_text.strip().lower()
-    if not text:
+def choose_profile(agent_text: str, text: str = "") -> str:
+    """The patience profile the agent's last message calls for, given the
+    caller's words so far (``text``).
+
+    A yes/no question that names a field but does not ask for it ("Is the
+    order under the email address ending in gmail dot com?", "Same address
+    as before?") keeps ``patient`` — a "no" there is followed by the right
+    data, in chunks — until the words are a bare affirmation ("yes",
+    "that's right"): that is the whole answer, and ``snappy`` answers it."""
+    text_l = agent_text.strip().lower()
+    if not text_l:
         return "default"
-    last = re.split(r"(?<=[.!?])\s+", text)[-1]
+    last = re.split(r"(?<=[.!?])\s+", text_l)[-1]
     if _PATIENT.search(last):
+        confirms = bool(_YES_NO.search(last) or _SAME.search(last))
+        if confirms and not _REQUEST.search(last) and _affirms(text):
+            return "snappy"
         return "patient"
     if _YES_NO.search(last):
         return "snappy"
@@ -408,17 +452,17 @@ class FusedDetector(EndOfTurnDetector):
         return LLMEndOfTurn(base_url=self.params.base_url, timeout_ms=self.params.llm_timeout_ms)
 
     # -- the wait ---------------------------------------------------------------
-    def profile_name(self, agent_text: str | None = None) -> str:
+    def profile_name(self, agent_text: str | None = None, text: str = "") -> str:
         if self.params.profile != "auto":
             return self.params.profile
-        return choose_profile(self.agent_text if agent_text is None else agent_text)
+        return choose_profile(self.agent_text if agent_text is None else agent_text, text)
 
     def profile(self) -> WaitPolicy:
         return self.wait_policy(self.agent_text, self.text)
 
     def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
         prm = self.params
-        base = PROFILES[self.profile_name(agent_text)]
+        base = PROFILES[self.profile_name(agent_text, text)]
         lo = prm.min_wait_ms if prm.min_wait_ms is not None else base.min_wait_ms
         hi = prm.max_wait_ms if prm.max_wait_ms is not None else base.max_wait_ms
         s = prm.scale
