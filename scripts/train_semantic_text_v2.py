@@ -318,13 +318,14 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
+import itertools  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections import Counter, defaultdict  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
+from collections.abc import Iterable, Iterator  # noqa: E402
 from functools import cache  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -1029,17 +1030,24 @@ _PHRASE_GOES_ON = STRICT_OPEN | {
 }  # fmt: skip
 
 
-def _modifier_texts(multiwoz: Path | None) -> Iterator[tuple[str, str, str]]:
-    """(group, agent line, message) of the dialogue corpora's speakers:
-    ``chitchat-dataset``'s messages and, with ``multiwoz``, MultiWOZ's users."""
-    for cid, prev, msgs in v1.chitchat_turns():
-        for m in msgs:
-            yield cid, prev, m
-    if multiwoz is not None:
-        rng = random.Random(SEED)  # the spoken forms of the values, as multiwoz_examples
-        for k, (ctx, raw) in enumerate(_woz_corpus(multiwoz)[0]):
-            agent = _woz_spoken(rng.choice(ctx), rng) if ctx else ""
-            yield f"wozmod:{k}", agent, _woz_spoken(raw, rng)
+def _chat_messages() -> Iterator[str]:
+    """``chitchat-dataset``'s messages, in the corpus's order."""
+    for _, _, msgs in v1.chitchat_turns():
+        yield from msgs
+
+
+def _woz_callers(sdist: Path) -> list[tuple[str, str, str]]:
+    """(group, clerk line, utterance) of MultiWOZ's callers, values spoken."""
+    rng = random.Random(SEED)  # the spoken forms of the values, as multiwoz_examples
+    out = []
+    for k, (ctx, raw) in enumerate(_woz_corpus(sdist)[0]):
+        agent = _woz_spoken(rng.choice(ctx), rng) if ctx else ""
+        out.append((f"wozmod:{k}", agent, _woz_spoken(raw, rng)))
+    return out
+
+
+def _word(tok: str) -> str:
+    return normalize_text(tok).replace("'", "")
 
 
 def _woz_corpus(sdist: Path) -> tuple[list[tuple[list[str], str]], dict]:
@@ -1078,26 +1086,26 @@ def _woz_corpus(sdist: Path) -> tuple[list[tuple[list[str], str]], dict]:
 
 
 def prenominal_words(
-    multiwoz: Path | None, min_count: int = 20, min_rate: float = 0.9, max_end: float = 0.05
+    texts: Iterable[str], min_count: int = 20, min_rate: float = 0.9, max_end: float = 0.05
 ) -> set[str]:
     """Words that, after a determiner, are followed by another content word
     (the noun they modify) at least ``min_rate`` of the time and end the
     phrase at most ``max_end`` of it: "cheap", "good", "italian", "train"
     not (a train | to, a train.)."""
     after: dict[str, Counter[str]] = defaultdict(Counter)
-    for _, _, raw in _modifier_texts(multiwoz):
+    for raw in texts:
         toks = raw.split()
         for i in range(1, len(toks)):
-            det = normalize_text(toks[i - 1]).replace("'", "")
+            det = _word(toks[i - 1])
             if det not in DETERMINERS or not toks[i - 1][-1:].isalnum():
                 continue
-            w = normalize_text(toks[i]).replace("'", "")
+            w = _word(toks[i])
             if not w or " " in w:
                 continue
             if not toks[i][-1:].isalnum() or i + 1 >= len(toks):
                 after[w]["end"] += 1
             else:
-                nxt = normalize_text(toks[i + 1]).replace("'", "")
+                nxt = _word(toks[i + 1])
                 after[w]["on" if nxt in _PHRASE_GOES_ON else "noun"] += 1
     out = set()
     for w, c in after.items():
@@ -1116,20 +1124,19 @@ def modifier_hold_examples(multiwoz: Path | None, rng: random.Random) -> list[Ex
     bare "yes" as holds too (measured: see the docstring)."""
     if multiwoz is None:
         return []
-    mods = prenominal_words(multiwoz)
+    callers = _woz_callers(multiwoz)
+    mods = prenominal_words(itertools.chain(_chat_messages(), (u for _, _, u in callers)))
     out: list[Example] = []
-    for group, agent, raw in _modifier_texts(multiwoz):
-        if not group.startswith("wozmod:"):
-            continue
+    for group, agent, raw in callers:
         toks = raw.split()
         cuts = [
             i + 1
             for i in range(1, len(toks) - 1)
             if toks[i - 1][-1:].isalnum()
             and toks[i][-1:].isalnum()
-            and normalize_text(toks[i - 1]).replace("'", "") in DETERMINERS
-            and normalize_text(toks[i]).replace("'", "") in mods
-            and normalize_text(toks[i + 1]).replace("'", "") not in _PHRASE_GOES_ON
+            and _word(toks[i - 1]) in DETERMINERS
+            and _word(toks[i]) in mods
+            and _word(toks[i + 1]) not in _PHRASE_GOES_ON
         ]
         if cuts:
             c = rng.choice(cuts)
