@@ -9,7 +9,9 @@ to hear it again ("wait what", "i missed that": ends), dates of birth,
 times, counts and sums (whole: ends; cut inside a year or a sum: holds),
 noun phrases paused after their modifier ("i'm looking for a cheap":
 holds) beside finished turns ending on an adjective ("it was good": ends),
-and bare phrases
+an affirmation after a clerk's check of the data ("yes" after "is it under
+your email …?": ends) beside "yes" / "sure" after a request for it ("could
+I get your phone number?": holds), and bare phrases
 after an open "how can I help you?" (not labelled: printed to show how far
 the reading carries over). Prints each P and, per model, the mean
 and the share at or above the model's threshold. A probe for development,
@@ -87,6 +89,24 @@ MODIFIER_ENDS = [
     ("Is that all?", ["yes that's fine", "that sounds good", "perfect", "great thanks", "all good"]),
     ("What color is it?", ["blue", "it's black", "dark green"]),
 ]  # fmt: skip
+# A check of the data (not a request for it): an affirmation is the turn.
+CHECK_ENDS = [
+    ("Is the order under the email address ending in gmail dot com?", ["yes", "yeah it is", "that's correct"]),
+    ("Your account number is four five six. Is that right?", ["yes", "that's right", "yep"]),
+    ("Is this the best number to reach you?", ["yes", "yeah it is"]),
+    ("So that's the card ending in four two one one, correct?", ["yes", "correct"]),
+    ("Okay, Wednesday afternoon. Same address as before?", ["yes", "yeah same one"]),
+    ("I've got your zip as nine oh two one oh. Is that right?", ["yes", "yes that's right"]),
+    ("And the surname is still Patel?", ["yes", "that's it"]),
+]  # fmt: skip
+# A request for the data in a yes/no form: "yes" / "sure" only starts the turn.
+REQUEST_HOLDS = [
+    ("Could I get your phone number?", ["yes", "sure", "okay"]),
+    ("May I take your email address?", ["yes", "sure", "yeah"]),
+    ("Can you give me the zip code?", ["sure", "yes", "okay"]),
+    ("Could you please spell your last name?", ["sure", "yes"]),
+    ("Can I have the order number, please?", ["yes", "sure"]),
+]  # fmt: skip
 OPEN = [
     ("How can I help you?", ["the screen", "my bill", "my internet", "the delivery", "a refund", "my order"]),
     ("What can I do for you today?", ["the screen", "my bill", "a refund"]),
@@ -105,6 +125,8 @@ def main() -> None:
         ("dates, times, counts and sums cut short (holds)", NUMBER_HOLDS),
         ("a noun phrase paused after its modifier (holds)", MODIFIER_HOLDS),
         ("finished on an adjective, or a noun after one (ends)", MODIFIER_ENDS),
+        ("an affirmation after a check of the data (ends)", CHECK_ENDS),
+        ("'yes' / 'sure' after a request for the data (holds)", REQUEST_HOLDS),
         ("after an open question", OPEN),
     )
     for title, rows in sections:

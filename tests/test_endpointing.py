@@ -414,11 +414,13 @@ async def test_patient_profile_keeps_the_ceiling_unless_digits_are_being_read() 
 
 async def test_a_threshold_detector_waits_out_a_chunk_pause_inside_a_read_out_code() -> None:
     """semantic-text alone cut order-natural-15's "it's uh B as in boy seven
-    two | five": every chunk of a code of unknown length reads finished. In
-    a digit or spelling run a threshold detector's floor is
-    DIGIT_RUN_FLOOR_MS; a finished turn of words is answered as before."""
+    two | five": a chunk of a code of unknown length may read finished as
+    well as the whole code (v2 read that chunk 0.58, and 0.94 in a fit
+    without cut codes; the whole code reads finished), and the words cannot
+    tell them apart. In a digit or spelling run a threshold detector's floor
+    is DIGIT_RUN_FLOOR_MS; a finished turn of words is answered as before."""
     agent = "Sure. Can I have the order number, please?"
-    code = "it's uh b as in boy seven two"
+    code = "it's uh b as in boy seven two five"
     scorer = SemanticTextDetector.text_scorer()
     assert scorer.predict(code, agent) >= scorer.threshold  # reads finished
     code_wait = await _wait("semantic-text", agent, code)

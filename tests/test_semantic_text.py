@@ -25,6 +25,7 @@ from turnkit.replay.oracle import normalize_text as oracle_normalize
 from turnkit.text.features import agent_context, feature_indices
 from turnkit.text.neural_model import NeuralTextModel
 from turnkit.text.normalize import normalize_text
+from turnkit.text.question import read_agent
 from turnkit.text.semantic_model import VERSIONS, SemanticTextModel, TextModel
 
 REPO = Path(__file__).resolve().parent.parent
@@ -322,6 +323,63 @@ def test_agent_context_reads_question_kinds():
     assert "A:t=card" in agent_context("What's your card number?")
     assert "A:t=last4" in agent_context("What are the last four digits of your card?")
     assert agent_context("") == ["A:none"]
+
+
+@pytest.mark.parametrize(
+    ("agent", "kind", "requests"),
+    [
+        ("Can I have your email address?", "yes-no", True),
+        ("Could you spell your last name for me?", "yes-no", True),
+        ("Please read me your credit card number.", "statement", True),
+        ("Is the order under the email address ending in gmail dot com?", "yes-no", False),
+        ("Your account number is four five six. Is that right?", "yes-no", False),
+        ("Okay, Wednesday afternoon. Same address as before?", "yes-no", False),
+        ("The total is forty dollars, okay?", "yes-no", False),
+        ("What's your email? I'll send the receipt there.", "wh", False),
+        ("Window or aisle?", "other", False),
+        ("", "none", False),
+    ],
+)
+def test_one_reading_of_what_the_agent_asks(agent: str, kind: str, requests: bool) -> None:
+    """The form of the agent's question and whether it requests data: the
+    text features and fused's profile read the same answer."""
+    ask = read_agent(agent)
+    assert (ask.kind, ask.request) == (kind, requests)
+
+
+@pytest.mark.parametrize(
+    ("agent", "text", "finished"),
+    [
+        ("Your account number is four five six. Is that right?", "yes", True),
+        ("Is the order under the email address ending in gmail dot com?", "yes", True),
+        ("So that's the card ending in four two one one, correct?", "yes", True),
+        ("Could I get your phone number?", "sure", False),
+        ("May I take your email address?", "sure", False),
+        ("Can you give me the zip code?", "okay", False),
+    ],
+)
+def test_v2_reads_yes_after_a_check_as_the_turn_and_after_a_request_as_its_start(
+    agent: str, text: str, finished: bool
+) -> None:
+    """A bare "yes" confirms a field read back to the caller: the whole turn
+    (it read 0.02, 0.29 and 0.79 before check_examples); after a request
+    for the field, "sure" / "okay" only starts the answer (0.96, 0.96, 0.74
+    before). Questions from scripts/probe_short_answers.py, worded apart
+    from the training frames."""
+    m = SemanticTextModel.load("v2")
+    assert (m.predict(text, agent) >= m.threshold) is finished
+
+
+def test_a_request_for_a_field_is_told_from_a_check_of_it():
+    """ "Can I have your email?" (answered "yes, it's ...") and "Is it under
+    your email ...?" (answered "yes") had the same context features before
+    feature version 3; only a request that names a field is A:req."""
+    assert "A:req" in agent_context("Can I have your email address?")
+    assert "A:req" in agent_context("Please read me your credit card number.")
+    assert "A:req" not in agent_context("Is the order under the email ending in gmail dot com?")
+    assert "A:req" not in agent_context("Can I get you anything else?")  # no field
+    assert "A:req" not in agent_context("Could you hold for a moment, please?")
+    assert "A:yn" in agent_context("Okay, Wednesday afternoon. Same address as before?")
 
 
 # --- detector ----------------------------------------------------------------------

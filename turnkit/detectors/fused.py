@@ -80,6 +80,7 @@ from turnkit.detectors.registry import register
 from turnkit.detectors.semantic_text import FIXED_COST_MS as TEXT_COST_MS
 from turnkit.detectors.smart_turn import fixed_cost_ms as smart_turn_cost_ms
 from turnkit.text.normalize import normalize_text
+from turnkit.text.question import read_agent
 
 __all__ = [
     "CEILING_MS",
@@ -173,16 +174,6 @@ _PATIENT = re.compile(
     r"\b(number(?!\s+of\b)|digits?|card|phone|account|zip|post ?code|address|street|spell|spelling|"
     r"email|date of birth|reference|confirmation code|order id|booking code|last four)\b"
 )
-# The agent asks for the data it names (not whether it is right): a request
-# in a yes/no question's form ("can I have the order number?", "could you
-# spell it?"), or "please …", "I (just) need your …", "go ahead".
-_REQUEST = re.compile(
-    r"\b(can|could|may|might|would|will)\s+(i|we|you)\b[^.!?]*\b(have|get|take|grab|give|tell|"
-    r"spell|read|repeat|provide|confirm|verify|share|send|say|type|enter)\b"
-    r"|\b(please|i need|i'll need|we need|just need|go ahead|let me have|tell me)\b"
-)
-# An elliptical yes/no question: "Same address as before?", "The usual card?"
-_SAME = re.compile(r"^(and\s+)?(the\s+)?(same|usual)\b[^.!?]*\?\s*$|\bas before\?\s*$")
 # A bare affirmation, the whole answer to such a question: "yes", "yeah it
 # is", "uh yes that's correct", "yes yes thanks".
 _AFFIRM_WORDS = frozenset(
@@ -206,12 +197,6 @@ def _affirms(text: str) -> bool:
     return bool(words) and words[-1] in _AFFIRM_LAST and all(w in _AFFIRM_WORDS for w in words)
 
 
-_YES_NO = re.compile(
-    r"(^|[.!?]\s*)(is|are|was|were|do|does|did|can|could|would|will|shall|should|have|has|"
-    r"may|am)\b[^.!?]*\?\s*$|\b(right|correct|okay|ok)\?\s*$"
-)
-
-
 def choose_profile(agent_text: str, text: str = "") -> str:
     """The patience profile the agent's last message calls for, given the
     caller's words so far (``text``).
@@ -221,16 +206,14 @@ def choose_profile(agent_text: str, text: str = "") -> str:
     as before?") keeps ``patient`` — a "no" there is followed by the right
     data, in chunks — until the words are a bare affirmation ("yes",
     "that's right"): that is the whole answer, and ``snappy`` answers it."""
-    text_l = agent_text.strip().lower()
-    if not text_l:
+    ask = read_agent(agent_text)
+    if ask.kind == "none":
         return "default"
-    last = re.split(r"(?<=[.!?])\s+", text_l)[-1]
-    if _PATIENT.search(last):
-        confirms = bool(_YES_NO.search(last) or _SAME.search(last))
-        if confirms and not _REQUEST.search(last) and _affirms(text):
+    if _PATIENT.search(ask.last):
+        if ask.kind == "yes-no" and not ask.request and _affirms(text):
             return "snappy"
         return "patient"
-    if _YES_NO.search(last):
+    if ask.kind == "yes-no":
         return "snappy"
     return "default"
 

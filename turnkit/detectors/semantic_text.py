@@ -41,7 +41,7 @@ __all__ = ["SemanticTextDetector", "SemanticTextParams", "SemanticTextScorer"]
 # scripts/train_semantic_text.py and stored in the model file; a test checks
 # they agree).
 DEFAULT_THRESHOLD = 0.42
-DEFAULT_EAGER_THRESHOLD = 0.40
+DEFAULT_EAGER_THRESHOLD = 0.39
 
 
 class SemanticTextParams(DetectorParams):

@@ -16,10 +16,10 @@ Example::
 
 from __future__ import annotations
 
-import re
 import zlib
 
 from turnkit.text.normalize import normalize_text
+from turnkit.text.question import read_agent
 
 __all__ = [
     "DEFAULT_BITS",
@@ -29,7 +29,7 @@ __all__ = [
     "text_features",
 ]
 
-FEATURE_VERSION = 2
+FEATURE_VERSION = 3  # 3: A:req; "same … as before?" is A:yn
 DEFAULT_BITS = 18
 _TAIL = 40  # words looked at (the head's first two words are kept apart)
 
@@ -55,12 +55,6 @@ NUMBERS = {
     "sixty", "seventy", "eighty", "ninety", "hundred", "thousand",
 }  # fmt: skip
 FILLERS = {"um", "uh", "er", "erm", "uhm", "hmm", "mm", "ah", "eh"}
-_AUX = {
-    "is", "are", "was", "were", "am", "do", "does", "did", "can", "could", "would",
-    "will", "shall", "should", "may", "have", "has", "had", "isn't", "aren't",
-    "don't", "doesn't", "didn't", "won't", "wouldn't", "can't", "couldn't", "shouldn't",
-}  # fmt: skip
-_WH = {"what", "which", "where", "when", "who", "whom", "whose", "why", "how"}
 # Agent-side topics that change what a complete answer looks like.
 _TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("last4", ("last four", "last 4", "final four")),
@@ -80,7 +74,6 @@ _TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("count", ("how many", "party size", "people")),
     ("else", ("anything else", "something else", "else i can")),
 )
-_SENT = re.compile(r"[^.!?]+[.!?]*")
 _CALLER_TOPICS = (
     ("last4", ("last four",)),
     ("card", ("card",)),
@@ -135,40 +128,36 @@ def trailing_digits(text: str) -> int | None:
 
 
 def agent_context(agent_text: str) -> list[str]:
-    """Context features from the agent's last message (raw text)."""
-    raw = agent_text.strip()
-    if not raw:
+    """Context features from the agent's last message (raw text): its form
+    (:func:`~turnkit.text.question.read_agent`), the field it is about, and
+    whether it requests that field (``A:req``: "can I have your email?" is
+    answered "yes, it's …"; "is it under your email …?" by "yes")."""
+    ask = read_agent(agent_text)
+    if ask.kind == "none":
         return ["A:none"]
-    sents = [s.strip() for s in _SENT.findall(raw) if s.strip()]
-    last = sents[-1] if sents else raw
-    # The question, if any, is usually the last sentence with a "?".
-    question = next((s for s in reversed(sents[-2:]) if s.endswith("?")), "")
     feats: list[str] = []
-    focus = question or last
-    # "what's" / "how's" / "isn't it" → their question word
-    words = [
-        w.split("'")[0] if w.split("'")[0] in _WH else w for w in normalize_text(focus).split()
-    ]
-    if question:
+    if ask.kind == "statement":
+        feats.append("A:stmt")
+    else:
         feats.append("A:q")
-        first = words[0] if words else ""
-        if first in _WH or (len(words) > 1 and words[1] in _WH):
-            feats.append("A:wh")
-            feats.append("A:wh=" + (first if first in _WH else words[1]))
-        elif first in _AUX or "right" in words[-2:] or "correct" in words[-2:]:
+        if ask.kind == "wh":
+            feats += ["A:wh", "A:wh=" + ask.wh]
+        elif ask.kind == "yes-no":
             feats.append("A:yn")
-            if " or " in f" {' '.join(words)} ":
+            if ask.alternative:
                 feats.append("A:or")
         else:
             feats.append("A:qother")
-    else:
-        feats.append("A:stmt")
-    norm = " " + " ".join(normalize_text(" ".join(sents[-2:])).split()) + " "
-    for topic, keys in _TOPICS:
+    norm = " " + " ".join(normalize_text(ask.recent).split()) + " "
+    field = False
+    for name, keys in _TOPICS:
         if any(f" {k} " in norm for k in keys):
-            feats.append("A:t=" + topic)
-            if topic in {"card", "last4", "phone", "zip", "pin", "account", "order"}:
+            feats.append("A:t=" + name)
+            field = field or name != "else"
+            if name in {"card", "last4", "phone", "zip", "pin", "account", "order"}:
                 break  # the most specific number topic only
+    if field and ask.request:
+        feats.append("A:req")
     return feats
 
 
