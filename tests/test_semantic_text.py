@@ -338,6 +338,17 @@ def test_agent_context_reads_question_kinds():
         ("What's your email? I'll send the receipt there.", "wh", False),
         ("Window or aisle?", "other", False),
         ("", "none", False),
+        # Transcripts without punctuation: the last question clause is read
+        # from the words.
+        ("sure is the order under the email address ending in gmail dot com", "yes-no", False),
+        ("thanks it should arrive on thursday is there anything else", "yes-no", False),
+        ("sorry about that have you restarted the router", "yes-no", False),
+        ("sure what's the account number", "wh", False),
+        ("okay can i have your account number please", "yes-no", True),
+        ("i have you down for thursday at three you will get a reminder", "statement", False),
+        ("the total is the forty dollars", "statement", False),
+        ("let me know what you need", "statement", False),
+        ("i'm not sure what you mean", "statement", False),
     ],
 )
 def test_one_reading_of_what_the_agent_asks(agent: str, kind: str, requests: bool) -> None:
