@@ -136,10 +136,6 @@ class AgentAsk:
     last: str = ""
     recent: str = ""
 
-    @property
-    def question(self) -> bool:
-        return self.kind in ("wh", "yes-no", "other")
-
 
 _PUNCTUATED = re.compile(r"[.?!]")
 
