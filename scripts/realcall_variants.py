@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Real-call-like variants of the natural demo calls, for replay checks.
 
-    python scripts/realcall_variants.py --out /tmp/realcalls [--only NAME] [--noisy | --drawl | --lines]
+    python scripts/realcall_variants.py --out /tmp/realcalls [--only NAME]
+        [--noisy | --drawl | --lines | --plain]
 
 Real telephone calls are not shaped like the demo corpus: a caller says two
 or three things in a row while the clerk says nothing, talks over the end of
@@ -28,6 +29,10 @@ writing them (``drawl-kept``) or leaving them out (``drawl-dropped``).
 ``--lines`` writes the natural calls through a poor line: a DC offset,
 mains hum, hiss, clipping on the caller's channel.
 
+``--plain`` writes the natural calls with the agent's lines as many corpora
+and recognisers write them: lower case, no punctuation ("sorry about that
+have you restarted the router"); the audio and every time are the call's.
+
 ``--noisy`` writes another set: the natural calls with a steady background
 under the caller's line, mixed in (not cut): pink noise (a car, a fan) or
 other voices (a television, an office: the demo's other agent tracks,
@@ -40,6 +45,7 @@ import argparse
 import copy
 import itertools
 import json
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -730,6 +736,17 @@ LINES: list[Variant] = [
 ]
 
 
+def plain_agent_text(call: Call) -> Call:
+    """The agent's lines lower-cased, punctuation dropped (apostrophes kept)."""
+    out = call.copy()
+    for t in out.of("agent_turn"):
+        t["text"] = " ".join(re.sub(r"[^\w' ]+", " ", t["text"].lower()).split())
+    return out
+
+
+PLAIN: list[Variant] = [("plain", source, plain_agent_text, {}) for source in NATURAL]
+
+
 # A caller who holds "uhhhh" (--drawl): the recogniser writes the fillers,
 # or drops them, as most do by default.
 DRAWL: list[Variant] = [
@@ -771,10 +788,26 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="write the poor-line variants (LINES: DC offset, hum, hiss, clipping) instead",
     )
+    ap.add_argument(
+        "--plain",
+        action="store_true",
+        help="write the unpunctuated agent-line variants (PLAIN: lower case, no punctuation) "
+        "instead",
+    )
     args = ap.parse_args(argv)
     if args.out.exists():
         shutil.rmtree(args.out)
-    chosen = NOISY if args.noisy else DRAWL if args.drawl else LINES if args.lines else VARIANTS
+    chosen = (
+        NOISY
+        if args.noisy
+        else DRAWL
+        if args.drawl
+        else LINES
+        if args.lines
+        else PLAIN
+        if args.plain
+        else VARIANTS
+    )
     for name, source, edit, opts in chosen:
         if args.only and args.only not in f"{source}-{name}":
             continue
