@@ -797,17 +797,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.out.exists():
         shutil.rmtree(args.out)
-    chosen = (
-        NOISY
-        if args.noisy
-        else DRAWL
-        if args.drawl
-        else LINES
-        if args.lines
-        else PLAIN
-        if args.plain
-        else VARIANTS
-    )
+    sets = {"noisy": NOISY, "drawl": DRAWL, "lines": LINES, "plain": PLAIN}
+    chosen = next((v for flag, v in sets.items() if getattr(args, flag)), VARIANTS)
     for name, source, edit, opts in chosen:
         if args.only and args.only not in f"{source}-{name}":
             continue
