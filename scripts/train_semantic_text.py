@@ -642,14 +642,10 @@ def featurize(examples: list[Example], bits: int):
     from scipy.sparse import csr_matrix
 
     mask = (1 << bits) - 1
-    ctx_cache: dict[str, list[str]] = {}
     indptr = [0]
     indices: list[int] = []
     for ex in examples:
-        ctx = ctx_cache.get(ex.agent)
-        if ctx is None:
-            ctx = ctx_cache[ex.agent] = agent_context(ex.agent)
-        feats = dict.fromkeys(text_features(ex.text, ctx))
+        feats = dict.fromkeys(text_features(ex.text, agent_context(ex.agent)))
         indices.extend(zlib.crc32(s.encode()) & mask for s in feats)
         indptr.append(len(indices))
     data = np.ones(len(indices), dtype=np.float64)

@@ -322,7 +322,7 @@ def test_agent_context_reads_question_kinds():
     assert "A:wh" in agent_context("What's your card number?")
     assert "A:t=card" in agent_context("What's your card number?")
     assert "A:t=last4" in agent_context("What are the last four digits of your card?")
-    assert agent_context("") == ["A:none"]
+    assert agent_context("") == ("A:none",)
 
 
 @pytest.mark.parametrize(

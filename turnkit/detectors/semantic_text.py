@@ -81,9 +81,9 @@ class SemanticTextParams(DetectorParams):
 
 
 # Each packaged model's cost per decision on one core, p50
-# (benchmarks/bench_semantic_text.py: v1 37.5 µs, v2 112.5 µs): what
-# `--compute fixed` charges per look.
-FIXED_COST_MS = {"v1": 0.04, "v2": 0.11}
+# (benchmarks/bench_semantic_text.py: v1 16.1 µs, v2 65.8 µs, with the
+# agent's line read once per line): what `--compute fixed` charges per look.
+FIXED_COST_MS = {"v1": 0.02, "v2": 0.07}
 
 
 class SemanticTextScorer:

@@ -17,6 +17,8 @@ Example::
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
+from functools import lru_cache
 
 from turnkit.text.normalize import normalize_text
 from turnkit.text.question import read_agent
@@ -127,14 +129,18 @@ def trailing_digits(text: str) -> int | None:
     return count
 
 
-def agent_context(agent_text: str) -> list[str]:
+# One agent line is scored against every transcript update and pause of the
+# caller's turn that follows it, by both parts of the v2 model: it is read
+# once. A few hundred lines cover any live call and a replay's batch.
+@lru_cache(maxsize=512)
+def agent_context(agent_text: str) -> tuple[str, ...]:
     """Context features from the agent's last message (raw text): its form
     (:func:`~turnkit.text.question.read_agent`), the field it is about, and
     whether it requests that field (``A:req``: "can I have your email?" is
     answered "yes, it's …"; "is it under your email …?" by "yes")."""
     ask = read_agent(agent_text)
     if ask.kind == "none":
-        return ["A:none"]
+        return ("A:none",)
     feats: list[str] = []
     if ask.kind == "statement":
         feats.append("A:stmt")
@@ -158,10 +164,10 @@ def agent_context(agent_text: str) -> list[str]:
                 break  # the most specific number topic only
     if field and ask.request:
         feats.append("A:req")
-    return feats
+    return tuple(feats)
 
 
-def text_features(text: str, agent_feats: list[str]) -> list[str]:
+def text_features(text: str, agent_feats: Sequence[str]) -> list[str]:
     """Feature strings for a normalised transcript and its agent context."""
     words = [_canon(w) for w in normalize_text(text).split()]
     words = [w for w in words if w]
