@@ -22,6 +22,8 @@ from turnkit.frames import (
 from turnkit.replay.metrics import aggregate
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
+from turnkit.text.features import agent_context
+from turnkit.text.question import FIELDS
 
 CORPUS = Path(__file__).resolve().parent.parent / "recordings"
 FRAME_S = 512 / 16000
@@ -58,11 +60,39 @@ def test_patient_waits_longer_than_default_longer_than_snappy() -> None:
         ("How can I help you today?", "default"),
         ("And what's the number of guests?", "default"),  # a count, not digits
         ("And what's the number on the card?", "patient"),
+        ("What's your PIN?", "patient"),
+        ("And the security code on the back?", "patient"),
+        ("Sure. What's your date of birth?", "patient"),
+        ("What day works for you?", "default"),
+        ("Do you live on campus?", "snappy"),  # not an address being read out
         ("", "default"),
     ],
 )
 def test_profile_is_chosen_by_what_the_agent_asked(agent: str, profile: str) -> None:
     assert choose_profile(agent) == profile
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        "What's your PIN?",
+        "Can I have the account number?",
+        "What's the booking code?",
+        "And your zip code?",
+        "What's your date of birth?",
+        "Where do you live?",
+        "What is the number of guests?",
+        "Which day works for you?",
+        "Could you spell that for me?",
+        "What's a good callback number?",
+    ],
+)
+def test_profile_and_text_model_read_the_same_field(agent: str) -> None:
+    """One table of fields (question.FIELDS): the field the text models see
+    as context is the one that makes the profile patient, and no other."""
+    chunked = {name for name, _, c in FIELDS if c}
+    named = {f[4:] for f in agent_context(agent) if f.startswith("A:t=")}
+    assert (choose_profile(agent) == "patient") == bool(named & chunked)
 
 
 EMAIL_CHECK = "Sure. Is the order under the email address ending in gmail dot com?"

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from typing import Any, ClassVar, Literal
 
@@ -168,12 +167,6 @@ PROFILES: dict[str, WaitPolicy] = {
 }
 Profile = WaitPolicy  # a profile is a wait policy
 
-# "number" asks for a digit string unless it is "the number of" something
-# (a count: "the number of guests" is answered "four", at once).
-_PATIENT = re.compile(
-    r"\b(number(?!\s+of\b)|digits?|card|phone|account|zip|post ?code|address|street|spell|spelling|"
-    r"email|date of birth|reference|confirmation code|order id|booking code|last four)\b"
-)
 # A bare affirmation, the whole answer to such a question: "yes", "yeah it
 # is", "uh yes that's correct", "yes yes thanks".
 _AFFIRM_WORDS = frozenset(
@@ -209,7 +202,7 @@ def choose_profile(agent_text: str, text: str = "") -> str:
     ask = read_agent(agent_text)
     if ask.kind == "none":
         return "default"
-    if _PATIENT.search(ask.last):
+    if ask.chunked:
         if ask.kind == "yes-no" and not ask.request and _affirms(text):
             return "snappy"
         return "patient"

@@ -31,7 +31,7 @@ __all__ = [
     "text_features",
 ]
 
-FEATURE_VERSION = 3  # 3: A:req; "same … as before?" is A:yn
+FEATURE_VERSION = 4  # 3: A:req; "same … as before?" is A:yn. 4: one field table (question.FIELDS)
 DEFAULT_BITS = 18
 _TAIL = 40  # words looked at (the head's first two words are kept apart)
 
@@ -57,25 +57,6 @@ NUMBERS = {
     "sixty", "seventy", "eighty", "ninety", "hundred", "thousand",
 }  # fmt: skip
 FILLERS = {"um", "uh", "er", "erm", "uhm", "hmm", "mm", "ah", "eh"}
-# Agent-side topics that change what a complete answer looks like.
-_TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("last4", ("last four", "last 4", "final four")),
-    ("card", ("card number", "credit card", "debit card", "card")),
-    ("phone", ("phone number", "phone", "callback number", "mobile number", "cell")),
-    ("zip", ("zip", "postal code", "postcode")),
-    ("pin", ("pin", "security code", "cvv", "verification code", "passcode")),
-    ("account", ("account number", "member number", "policy number", "customer number")),
-    ("order", ("order number", "confirmation number", "reference number", "tracking number")),
-    ("digits", ("digits", "number")),
-    ("spell", ("spell", "letter by letter")),
-    ("name", ("your name", "full name", "first name", "last name", "surname")),
-    ("email", ("email", "e-mail")),
-    ("address", ("address", "street", "live")),
-    ("date", ("date", "day", "birthday", "date of birth", "when")),
-    ("time", ("what time", "which time", "time works", "o'clock")),
-    ("count", ("how many", "party size", "people")),
-    ("else", ("anything else", "something else", "else i can")),
-)
 _CALLER_TOPICS = (
     ("last4", ("last four",)),
     ("card", ("card",)),
@@ -154,14 +135,8 @@ def agent_context(agent_text: str) -> tuple[str, ...]:
                 feats.append("A:or")
         else:
             feats.append("A:qother")
-    norm = " " + " ".join(normalize_text(ask.recent).split()) + " "
-    field = False
-    for name, keys in _TOPICS:
-        if any(f" {k} " in norm for k in keys):
-            feats.append("A:t=" + name)
-            field = field or name != "else"
-            if name in {"card", "last4", "phone", "zip", "pin", "account", "order"}:
-                break  # the most specific number topic only
+    feats += ["A:t=" + name for name in ask.fields]
+    field = any(name != "else" for name in ask.fields)
     if field and ask.request:
         feats.append("A:req")
     return tuple(feats)

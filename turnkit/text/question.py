@@ -33,7 +33,7 @@ from typing import Literal
 
 from turnkit.text.normalize import normalize_text
 
-__all__ = ["AgentAsk", "read_agent"]
+__all__ = ["FIELDS", "AgentAsk", "fields_named", "read_agent"]
 
 _SENT = re.compile(r"[^.!?]+[.!?]*")
 _AUX = {
@@ -56,6 +56,66 @@ _REQUEST = re.compile(
 _SAME = re.compile(r"^(and\s+)?(the\s+)?(same|usual)\b[^.!?]*\?\s*$|\bas before\?\s*$")
 
 Kind = Literal["none", "statement", "wh", "yes-no", "other"]
+
+# The fields an agent asks about, the phrases (regular expressions, on
+# normalised words) that name them, and whether callers give the field in
+# chunks with pauses between (digits in groups, a spelling, an address, a
+# date of birth): ``fused`` waits more patiently for those. The text models
+# read the fields as context (``A:t=…``); the profile reads the chunked ones.
+# A card, a phone number, an account are named the same way for both, so
+# one table. "number" asks for digits unless it is "the number of"
+# something (a count, answered at once).
+FIELDS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
+    ("last4", ("last four", "last 4", "final four"), True),
+    ("card", ("card",), True),
+    ("phone", ("phone", "callback number", "mobile number", "cell number"), True),
+    ("zip", ("zip", "postal code", "post ?code"), True),
+    ("pin", ("pin", "security code", "cvv", "verification code", "passcode"), True),
+    ("account", ("account", "member number", "policy number", "customer number"), True),
+    (
+        "order",
+        (
+            "order number",
+            "order id",
+            "confirmation (?:number|code)",
+            "reference",
+            "tracking number",
+            "booking code",
+        ),
+        True,
+    ),
+    ("digits", ("digits?", "number(?! of\\b)"), True),
+    ("spell", ("spell", "spelling", "letter by letter"), True),
+    ("name", ("your name", "full name", "first name", "last name", "surname"), False),
+    ("email", ("email", "e-mail"), True),
+    ("address", ("address", "street"), True),
+    ("birth", ("date of birth", "birth date"), True),
+    ("date", ("date", "day", "birthday", "when"), False),
+    ("time", ("what time", "which time", "time works", "o'clock"), False),
+    ("count", ("how many", "party size", "people"), False),
+    ("else", ("anything else", "something else", "else i can"), False),
+)
+# A number asked for is one field: the most specific one named.
+_NUMBER_FIELDS = {"card", "last4", "phone", "zip", "pin", "account", "order"}
+_FIELD_RE = tuple(
+    (name, re.compile(r"(?<![\w'-])(?:" + "|".join(keys) + r")(?![\w'-])"), chunked)
+    for name, keys, chunked in FIELDS
+)
+_CHUNKED = {name for name, _, chunked in FIELDS if chunked}
+
+
+def fields_named(text: str) -> tuple[str, ...]:
+    """The fields (:data:`FIELDS`) that ``text`` names, in table order,
+    with the most specific number field only."""
+    norm = " ".join(normalize_text(text).split())
+    found: list[str] = []
+    for name, pattern, _ in _FIELD_RE:
+        if pattern.search(norm):
+            found.append(name)
+            if name in _NUMBER_FIELDS:
+                break
+    return tuple(found)
+
 
 # A transcript with no sentence punctuation at all (many corpora write the
 # agent's side so, and so do recognisers without punctuation): where its last
@@ -135,6 +195,8 @@ class AgentAsk:
     sentence: str = ""
     last: str = ""
     recent: str = ""
+    fields: tuple[str, ...] = ()  # the fields the last two sentences name
+    chunked: bool = False  # the last sentence names a field given in chunks
 
 
 _PUNCTUATED = re.compile(r"[.?!]")
@@ -164,7 +226,14 @@ def read_agent(agent_text: str) -> AgentAsk:
             question = " ".join(said[start:])
     sentence = question or last
     request = bool(_REQUEST.search(sentence))
-    common = {"sentence": sentence, "last": last, "recent": recent, "request": request}
+    common = {
+        "sentence": sentence,
+        "last": last,
+        "recent": recent,
+        "request": request,
+        "fields": fields_named(recent),
+        "chunked": any(f in _CHUNKED for f in fields_named(last)),
+    }
     if not question:
         return AgentAsk("statement", **common)
     words = _wh_words(normalize_text(question).split())
