@@ -349,6 +349,21 @@ def test_agent_context_reads_question_kinds():
         ("the total is the forty dollars", "statement", False),
         ("let me know what you need", "statement", False),
         ("i'm not sure what you mean", "statement", False),
+        # By word order, where no discourse word opens the clause: a
+        # wh-word before an inverted auxiliary, an auxiliary after an
+        # object, a short tag on what was just said; "have a …" is a wish.
+        ("i can help with that where will you be flying from", "wh", False),
+        ("i can look that up which day would you like to travel", "wh", False),
+        ("sure i have a few for you do you have a price in mind", "yes-no", False),
+        ("thank you can i help with anything else", "yes-no", False),
+        ("the train leaves at nine forty will that work", "yes-no", False),
+        ("how many people will be joining you", "wh", False),
+        ("have a nice day", "statement", False),
+        ("okay i can do that for you", "statement", False),
+        # Punctuated: read from where the question's clause starts.
+        ("Okay, and what day would you like to leave?", "wh", False),
+        ("Sure, do you have a preference on the area?", "yes-no", False),
+        ("To narrow it down, could I have the date of travel?", "yes-no", True),
     ],
 )
 def test_one_reading_of_what_the_agent_asks(agent: str, kind: str, requests: bool) -> None:

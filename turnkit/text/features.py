@@ -31,7 +31,7 @@ __all__ = [
     "text_features",
 ]
 
-FEATURE_VERSION = 4  # 3: A:req; "same … as before?" is A:yn. 4: one field table (question.FIELDS)
+FEATURE_VERSION = 5  # 3: A:req; "same … as before?" is A:yn. 4: one field table (question.FIELDS). 5: question clauses read past discourse words and by word order
 DEFAULT_BITS = 18
 _TAIL = 40  # words looked at (the head's first two words are kept apart)
 

@@ -121,29 +121,69 @@ def fields_named(text: str) -> tuple[str, ...]:
 # agent's side so, and so do recognisers without punctuation): where its last
 # question clause starts is read from the words, the question's form from
 # there. A clause opens at the start or after a discourse word ("okay",
-# "sure", "thanks", "and"). An auxiliary before a personal pronoun starts a
-# question wherever it is ("... on thursday do you want", "sorry about that
-# have you restarted it") unless a subordinator, a subject, a preposition
-# or an adverb comes first ("if you can", "i have you down for thursday");
-# before a determiner or "there" / "that" / "it" only where a clause opens
-# ("sure is the order under ...": "the total is the forty dollars" is a
-# statement), or as a short tag at the end ("... is there anything else").
-# A wh-word starts one where a clause opens and a verb follows ("thanks
-# what's your order number", "so how does it work"; "let me know what you
-# need" stays a statement with a request in it). Tried on 4,137 unpunctuated
-# chat lines of the training corpora it is a reading that misses questions
-# rather than invents them.
+# "sure", "thank you", "and"). An auxiliary before a personal pronoun starts
+# a question wherever it is ("... on thursday do you want", "sorry about that
+# have you restarted it", "... for you do you have") unless a subordinator,
+# a subject, a preposition or an adverb comes first ("if you can", "i have
+# you down for thursday"); before a determiner or "there" / "that" / "it"
+# only where a clause opens ("sure is the order under ...": "the total is the
+# forty dollars" is a statement; "have a nice day" is a wish), or as a short
+# tag on what was just said ("... is there anything else", "... at nine will
+# that work"; not "i can do that"); "is there" anywhere. A wh-word starts one
+# where a clause opens and a verb follows ("thanks what's your order
+# number", "so how does it work", "how many people will be …"), or anywhere
+# before an auxiliary put before its subject ("… with that where will you be
+# departing from", "… what area will you"); "let me know what you need"
+# stays a statement with a request in it. Measured on MultiWOZ's 22,191
+# clerk lines (ConvLab-3's templates, slots filled), the reading of each
+# line stripped of punctuation agrees with the reading of it punctuated
+# 93.2 % of the time (74.6 % before the word-order rules and the discourse
+# words skipped in punctuated questions); most of the rest are elliptical
+# questions ("Anything else I can help with?", "And free wifi, interested?")
+# that no word order marks. On 4,137 unpunctuated chat lines of the training
+# corpora the reading misses questions rather than invents them.
 _PRONOUNS = {"i", "you", "we", "they", "he", "she"}
 _DEICTIC = {"there", "that", "this", "it"}
 _DETERMINERS = {"the", "your", "my", "our", "a", "an", "any"}
 _SUBORDINATE = {"if", "when", "as", "because", "what", "where", "how", "why", "who", "which",
                 "whether", "than", "until", "unless", "once", "while"}  # fmt: skip
-_DISCOURSE = {"okay", "ok", "sure", "thanks", "you", "alright", "great", "perfect", "so", "and",
+_DISCOURSE = {"okay", "ok", "sure", "thanks", "alright", "great", "perfect", "so", "and",
               "now", "also", "right", "yes", "no", "well", "oh", "good", "fine", "then", "um",
               "uh", "next", "first", "finally", "anyway", "excellent", "wonderful", "lovely"}  # fmt: skip
 _PREPOSITIONS = {"to", "of", "in", "for", "on", "at", "with", "by", "from", "about", "into"}
 _ADVERBS = {"not", "never", "just", "also", "really", "still", "don't", "didn't", "only"}
 _NOT_OPENING = _SUBORDINATE | _PRONOUNS | _PREPOSITIONS | _ADVERBS | {"it"}
+# "have a nice day" is a wish, "have you …" a question: "have" asks only
+# before its subject.
+_HAVE = {"have", "has", "had"}
+# An auxiliary before "that" / "it" near the end asks about what was just
+# said: "… at nine will that do", "does that work for you".
+_TAG_AUX = {"is", "are", "was", "will", "would", "does", "did", "can", "could"}
+_OBJECTS = {"you", "me", "us", "them"}
+_RELATIVE = {"which", "who", "whom", "whose"}
+_NOT_NOUN = (
+    _PRONOUNS | _DEICTIC | _PREPOSITIONS | _OBJECTS | {"those", "these", "him", "her", "not"}
+)
+
+
+def _opens(words: list[str], i: int) -> bool:
+    """A clause can open at ``i``: the start, or after a discourse word
+    ("okay", "sure", "thank you")."""
+    if i == 0:
+        return True
+    prev = words[i - 1]
+    return prev in _DISCOURSE or (prev == "you" and i > 1 and words[i - 2] == "thank")
+
+
+def _inverted(words: list[str], k: int) -> bool:
+    """An auxiliary at ``k`` before its subject (a pronoun, a determiner,
+    "there"): the word order of a question, not of a statement."""
+    return (
+        k + 1 < len(words)
+        and words[k] in _AUX
+        and words[k] not in _HAVE
+        and words[k + 1] in _PRONOUNS | _DETERMINERS | {"there"}
+    ) or (k + 1 < len(words) and words[k] in _HAVE and words[k + 1] in _PRONOUNS)
 
 
 def _clause_start(words: list[str], contracted: set[int]) -> int | None:
@@ -152,28 +192,45 @@ def _clause_start(words: list[str], contracted: set[int]) -> int | None:
     n = len(words)
     for i in range(n - 2, -1, -1):
         w, nxt, prev = words[i], words[i + 1], words[i - 1] if i else ""
-        opens = i == 0 or prev in _DISCOURSE
+        opens = _opens(words, i)
         if w in WH_WORDS:
-            # "what is", "what's", "how much is" (not "when i did": a clause)
+            # "what is", "what's", "how much is" (not "when i did": a clause);
+            # anywhere when the auxiliary comes before its subject ("… with
+            # that where will you be departing from", "what area will you").
+            # (not a relative "which is a …", "who is the …"; the word
+            # between is the wh-word's noun, "what area", not a subject,
+            # "when those are", or "how to do a …")
+            inverted = (
+                (_inverted(words, i + 1) and (w not in _RELATIVE or words[i + 2] in _PRONOUNS))
+                or (i + 2 < n and nxt not in _NOT_NOUN and _inverted(words, i + 2))
+                or (i in contracted and nxt in _DETERMINERS | {"there"})  # "what's the name"
+            )
             verb = (
                 i in contracted
                 or nxt in _AUX
                 or (i + 2 < n and nxt not in _PRONOUNS and words[i + 2] in _AUX)
+                or (w == "how" and nxt in {"many", "much"} and _AUX & set(words[i + 2 : i + 4]))
+                or (w in {"how", "what"} and nxt == "about")  # an offer
             )
-            if opens and verb:
+            if inverted or (opens and verb):
                 return i
             continue
         if w not in _AUX:
             continue
-        if (
-            (nxt in _PRONOUNS and prev not in _NOT_OPENING)
-            or (nxt in _DEICTIC | _DETERMINERS and opens)
-            or (w in {"is", "are"} and nxt in {"there", "that"} and n - i <= 5)
-        ):
+        not_relative = prev not in _NOT_OPENING | {"that", "which"}
+        # after an object that ends a clause: "… for you do you have", "…
+        # help you can you tell me" (not "i have you down", "if you can")
+        after_object = prev in _OBJECTS and w not in _HAVE
+        subject = nxt in _PRONOUNS and (opens or after_object or prev not in _NOT_OPENING)
+        determiner = nxt in _DEICTIC | _DETERMINERS and opens and w not in _HAVE
+        there = w in {"is", "are", "was", "were"} and nxt == "there" and not_relative
+        tag = w in _TAG_AUX and nxt in {"that", "it", "this", "there"} and n - i <= 5
+        if subject or determiner or there or (tag and not_relative and prev not in _AUX):
             # ... unless a wh-word opened it a few words before: "how much do
-            # you", "what kind of room would you like", "when is that"
-            for j in range(i - 1, max(-1, i - 5), -1):
-                if words[j] in WH_WORDS and (j == 0 or words[j - 1] in _DISCOURSE):
+            # you", "what kind of room would you like", "when is that",
+            # "from which day will you"
+            for j in range(i - 1, max(-1, i - 7), -1):
+                if words[j] in WH_WORDS:
                     return j
             return i
     return None
@@ -236,8 +293,28 @@ def read_agent(agent_text: str) -> AgentAsk:
     }
     if not question:
         return AgentAsk("statement", **common)
-    words = _wh_words(normalize_text(question).split())
+    said = normalize_text(question).split()
+    words = _wh_words(said)
+    # Read from where the question's clause starts: past its discourse
+    # words ("Okay, and what day …?", "Sure, do you have …?"), or where a
+    # question opens inside the sentence ("To narrow it down, could I have
+    # the date?").
+    lead = 0
+    while lead < len(words) - 1:
+        if words[lead] in _DISCOURSE:
+            lead += 1
+        elif words[lead : lead + 2] == ["thank", "you"] and lead + 2 < len(words):
+            lead += 2
+        else:
+            break
+    words = words[lead:]
     first = words[0] if words else ""
+    if first not in WH_WORDS | _AUX and not (len(words) > 1 and words[1] in WH_WORDS):
+        contracted = {k for k, (a, b) in enumerate(zip(said[lead:], words, strict=True)) if a != b}
+        inner = _clause_start(words, contracted)
+        if inner is not None:
+            words = words[inner:]
+            first = words[0]
     if first in WH_WORDS or (len(words) > 1 and words[1] in WH_WORDS):
         return AgentAsk("wh", wh=first if first in WH_WORDS else words[1], **common)
     if (
