@@ -18,7 +18,13 @@ Decides, from the agent's raw text alone:
 
 Evidence: the sentence punctuation (the question is the last of the last
 two sentences ending in "?") and the words; a line with no punctuation at
-all is read from its words alone (:func:`_clause_start`).
+all is read from its words alone (:func:`_clause_start`), and a question
+is read from where its clause starts: past discourse words ("Okay, and
+what day …?"), or where word order opens one inside the sentence ("To
+narrow it down, could I have the date?").
+
+The fields it names come from one table (:data:`FIELDS`), read by the
+context features and by the profile alike.
 
 Two readings that could disagree (the profile once called "Same address as
 before?" a yes/no question while the features called it "other") are one
@@ -140,8 +146,10 @@ def fields_named(text: str) -> tuple[str, ...]:
 # 93.2 % of the time (74.6 % before the word-order rules and the discourse
 # words skipped in punctuated questions); most of the rest are elliptical
 # questions ("Anything else I can help with?", "And free wifi, interested?")
-# that no word order marks. On 4,137 unpunctuated chat lines of the training
-# corpora the reading misses questions rather than invents them.
+# that no word order marks. Of the training corpora's 56,890 chat lines
+# without sentence punctuation, 2,493 read as questions; a sample of the 255
+# these rules added is nearly all real ones ("hey how are you", "but where
+# do you think i would fit in"; not "haha yeah i'll do that").
 _PRONOUNS = {"i", "you", "we", "they", "he", "she"}
 _DEICTIC = {"there", "that", "this", "it"}
 _DETERMINERS = {"the", "your", "my", "our", "a", "an", "any"}
