@@ -9,10 +9,10 @@ Each line (ConvLab-3's template NLG file, its ``#SLOT#`` placeholders read
 as a value, "abc") is read twice: as written, and lower-cased with ``. , ? ! ; :``
 removed. Prints the agreement of the two readings' kinds (wh, yes-no,
 statement, other) and a confusion table; ``--show`` prints that many
-disagreeing lines of each pair. Measured 2026-12-03: 74.8 % before feature
-version 5's word-order rules (de19e44), 93.2 % with them (22,191 lines). A probe for
-development: the punctuated reading is not ground truth either (an
-elliptical "Anything else I can help with?" is "other").
+disagreeing lines of each pair. Measured 2026-12-03: 74.8 % before
+feature version 5's word-order rules (de19e44), 93.2 % with them (22,191
+lines). A probe for development: the punctuated reading is not ground
+truth either (an elliptical "Anything else I can help with?" is "other").
 """
 
 from __future__ import annotations

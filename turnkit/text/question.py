@@ -141,9 +141,9 @@ def fields_named(text: str) -> tuple[str, ...]:
 # before an auxiliary put before its subject ("… with that where will you be
 # departing from", "… what area will you"); "let me know what you need"
 # stays a statement with a request in it. Measured on MultiWOZ's 22,191
-# clerk lines (ConvLab-3's templates; scripts/probe_question_reading.py), the reading of each
-# line stripped of punctuation agrees with the reading of it punctuated
-# 93.2 % of the time (74.8 % before the word-order rules and the discourse
+# clerk lines (ConvLab-3's templates; scripts/probe_question_reading.py),
+# the reading of each line stripped of punctuation agrees with the reading
+# of it punctuated 93.2 % of the time (74.8 % before the word-order rules and the discourse
 # words skipped in punctuated questions); most of the rest are elliptical
 # questions ("Anything else I can help with?", "And free wifi, interested?")
 # that no word order marks. Of the training corpora's 56,890 chat lines
