@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from functools import lru_cache
 
 from turnkit.text.normalize import normalize_text
 from turnkit.text.question import read_agent
@@ -88,10 +87,9 @@ _FIELD_DIGITS = {"last4": 4, "zip": 5, "card": 16}
 def expected_digits(agent_text: str) -> int | None:
     """How many digits the field the agent just asked for has, where that
     is the same everywhere (:data:`_FIELD_DIGITS`); None otherwise."""
-    for feat in agent_context(agent_text):
-        if feat.startswith("A:t=") and feat[4:] in _FIELD_DIGITS:
-            return _FIELD_DIGITS[feat[4:]]
-    return None
+    return next(
+        (_FIELD_DIGITS[f] for f in read_agent(agent_text).fields if f in _FIELD_DIGITS), None
+    )
 
 
 def trailing_digits(text: str) -> int | None:
@@ -110,10 +108,6 @@ def trailing_digits(text: str) -> int | None:
     return count
 
 
-# One agent line is scored against every transcript update and pause of the
-# caller's turn that follows it, by both parts of the v2 model: it is read
-# once. A few hundred lines cover any live call and a replay's batch.
-@lru_cache(maxsize=512)
 def agent_context(agent_text: str) -> tuple[str, ...]:
     """Context features from the agent's last message (raw text): its form
     (:func:`~turnkit.text.question.read_agent`), the field it is about, and

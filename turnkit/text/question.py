@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from turnkit.text.normalize import normalize_text
@@ -267,11 +268,18 @@ class AgentAsk:
 _PUNCTUATED = re.compile(r"[.?!]")
 
 
-def _wh_words(words: list[str]) -> list[str]:
-    # "what's" / "how's" → their question word
-    return [w.split("'")[0] if w.split("'")[0] in WH_WORDS else w for w in words]
+def _wh_words(text: str) -> tuple[list[str], list[str], set[int]]:
+    """The normalised words of ``text`` as said, the same with "what's" /
+    "how's" read as their question word, and where such a contraction was."""
+    said = normalize_text(text).split()
+    words = [w.split("'")[0] if w.split("'")[0] in WH_WORDS else w for w in said]
+    return said, words, {k for k, (a, b) in enumerate(zip(said, words, strict=True)) if a != b}
 
 
+# Pure in its text, and read on every pause and transcript update that
+# follows one agent line (by the profile and the text models' context): read
+# once per line. A few hundred lines cover any live call and a replay batch.
+@lru_cache(maxsize=512)
 def read_agent(agent_text: str) -> AgentAsk:
     """Read what the agent's last message (raw text) asks of the caller."""
     raw = agent_text.strip()
@@ -283,9 +291,7 @@ def read_agent(agent_text: str) -> AgentAsk:
     # The question, if any, is usually the last sentence with a "?".
     question = next((s for s in reversed(sents[-2:]) if s.endswith("?")), "").lower()
     if not _PUNCTUATED.search(raw):
-        said = normalize_text(raw).split()
-        words = _wh_words(said)
-        contracted = {k for k, (a, b) in enumerate(zip(said, words, strict=True)) if a != b}
+        said, words, contracted = _wh_words(raw)
         start = _clause_start(words, contracted)
         if start is not None:
             question = " ".join(said[start:])
@@ -301,8 +307,7 @@ def read_agent(agent_text: str) -> AgentAsk:
     }
     if not question:
         return AgentAsk("statement", **common)
-    said = normalize_text(question).split()
-    words = _wh_words(said)
+    _, words, contracted = _wh_words(question)
     # Read from where the question's clause starts: past its discourse
     # words ("Okay, and what day …?", "Sure, do you have …?"), or where a
     # question opens inside the sentence ("To narrow it down, could I have
@@ -318,8 +323,7 @@ def read_agent(agent_text: str) -> AgentAsk:
     words = words[lead:]
     first = words[0] if words else ""
     if first not in WH_WORDS | _AUX and not (len(words) > 1 and words[1] in WH_WORDS):
-        contracted = {k for k, (a, b) in enumerate(zip(said[lead:], words, strict=True)) if a != b}
-        inner = _clause_start(words, contracted)
+        inner = _clause_start(words, {k - lead for k in contracted if k >= lead})
         if inner is not None:
             words = words[inner:]
             first = words[0]
