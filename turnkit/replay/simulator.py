@@ -685,6 +685,15 @@ def _end_workers(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
             if p.is_alive():
                 p.kill()
                 p.join(1.0)
+    # The pool's manager thread closes its wake-up pipe as it ends; at exit,
+    # concurrent.futures writes to that pipe unless it is closed already, and
+    # a manager still ending races that write ("Bad file descriptor", a
+    # traceback on stderr after a clean stop). Its workers are gone, so it
+    # ends now: wait for it.
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None:
+        with contextlib.suppress(Exception):
+            manager.join(grace_s)
 
 
 def _run_pool(
