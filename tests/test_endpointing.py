@@ -16,6 +16,7 @@ from turnkit.detectors.endpointing import (
     DIGIT_RUN_FLOOR_MS,
     STALLED_MS,
     STALLED_OPEN_MS,
+    STALLED_SURE_MS,
     Endpointing,
     Evidence,
     Score,
@@ -281,8 +282,10 @@ async def test_a_voice_under_the_callers_does_not_strand_them(spec: str) -> None
     speech after the caller's last word, no pause ever lasts, and the turn
     was never ended (every detector on the noisy variants: the caller
     waited 3-4 s or went unanswered). Now the turn ends once the VAD has
-    heard STALLED_MS of speech with no new word; the same sound opens no
-    new turn (no resume), and the caller's next words do."""
+    heard STALLED_SURE_MS of speech with no new word after words that read
+    surely finished (STALLED_MS after lukewarm ones: the test below); the
+    same sound opens no new turn (no resume), and the caller's next words
+    do."""
     d = DetectorDriver(spec)
     await _streamed_turn(d, "i want to change my delivery address")
     last_word = d.t
@@ -291,10 +294,32 @@ async def test_a_voice_under_the_callers_does_not_strand_them(spec: str) -> None
     assert len(ends) == 1, d.signals
     at, end = ends[0]
     assert "no new words" in end.reason
-    assert at - last_word == pytest.approx(STALLED_MS / 1000, abs=FRAME_S + 1e-6)
+    assert at - last_word == pytest.approx(STALLED_SURE_MS / 1000, abs=FRAME_S + 1e-6)
     assert not [s for _, s in out if isinstance(s, TurnResumedFrame)]
     resumed = await d.say("i want to change my delivery address actually", spoken_until=d.t)
     assert [s for s in resumed if isinstance(s, TurnResumedFrame)] and d.det.turn_open
+
+
+@pytest.mark.parametrize(
+    ("p", "after_ms"), [(0.95, STALLED_SURE_MS), (0.7, STALLED_MS), (0.3, STALLED_OPEN_MS)]
+)
+async def test_how_long_words_may_stop_under_a_voice_depends_on_how_finished_they_read(
+    p: float, after_ms: float
+) -> None:
+    """With a fake scorer (named so) of a fixed p: words that read surely
+    finished (p at the eager level) end a stalled turn after STALLED_SURE_MS
+    of wordless speech (the talk variants waited 1.2 s for a turn that was
+    plainly over), words that lean finished after STALLED_MS, unfinished
+    ones after STALLED_OPEN_MS."""
+    scorer = FakeScorer(p)
+    pol = WaitPolicy(mode="continuous", min_wait_ms=120, max_wait_ms=1000, eager=0.9)
+    d = DetectorDriver(FakeDetector(scorer, pol))
+    await _streamed_turn(d, "i want to change my delivery address")
+    last_word = d.t
+    out = await d.frames(0.9, 3.0)
+    ends = [(at, s) for at, s in out if isinstance(s, TurnEndFrame)]
+    assert len(ends) == 1 and "no new words" in ends[0][1].reason
+    assert ends[0][0] - last_word == pytest.approx(after_ms / 1000, abs=FRAME_S + 1e-6)
 
 
 @pytest.mark.parametrize("spec", ["fused:audio=off", "semantic-text"])
@@ -306,7 +331,7 @@ async def test_a_drawn_out_filler_the_recogniser_drops_is_not_a_stall(spec: str)
     (natural demo calls with drawn-out fillers, words 300 ms late: fused
     cut 3 turns where it cut 2 with the fillers written). Words that read
     unfinished now keep it open up to STALLED_OPEN_MS; finished words under
-    a voice that goes on still end at STALLED_MS (the test above)."""
+    a voice that goes on still end sooner (the tests above)."""
     d = DetectorDriver(spec)
     await _streamed_turn(d, "maybe thursday or")
     out = await d.speak(1.5)  # "uhhhh friday" and the recogniser's lag
