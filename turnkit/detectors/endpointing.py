@@ -31,8 +31,9 @@ one pause state machine, which owns all the waiting:
   whose words have not changed through ``STALLED_MS`` of speech is ended
   as if that were a pause at its ceiling (:meth:`Endpointing.stalled`),
   through ``STALLED_SURE_MS`` if they read surely finished (p at the
-  policy's eager level), unless the words so far read unfinished (a text scorer's verdict on
-  them alone): a caller drawing out an "uhhh" the recogniser drops is
+  policy's eager level), unless the words so far read unfinished (a text
+  scorer's verdict on them alone) and do not end in a run of digits or
+  letters being read out: a caller drawing out an "uhhh" the recogniser drops is
   still speaking, so such a turn waits ``STALLED_OPEN_MS``; the same sound
   then opens no new turn, the caller's next words do;
 * **no words yet** (text scorers, with a recogniser that streams): a new
@@ -514,10 +515,10 @@ class Endpointing:
         """Whether a stalled turn ends now (:meth:`stalled`): a reason's tail,
         or None to keep listening. A scorer that reads text judges the words
         alone: words that read surely finished (p at the policy's eager
-        level) end it now, words that read finished at :data:`STALLED_MS`
-        of wordless speech, words that read unfinished at
-        :data:`STALLED_OPEN_MS` (:data:`STALLED_MS` when there is no text
-        verdict)."""
+        level) end it now, words that read finished, or that end in a run of
+        digits or letters being read out, at :data:`STALLED_MS` of wordless
+        speech, other words that read unfinished at :data:`STALLED_OPEN_MS`
+        (:data:`STALLED_MS` when there is no text verdict)."""
         assert self._wordless_ms is not None
         if self._wordless_ms >= STALLED_OPEN_MS - 1e-6:
             return ""
@@ -532,6 +533,12 @@ class Endpointing:
             return None
         if policy.reads_finished(score.p):
             return f" (words read finished, p={score.p:.2f})"
+        if in_digit_run(self.turn_text()):
+            # A code of unknown length reads undecided at every chunk, its
+            # last one too ("b as in boy seven two five": 0.27 to 0.56 over
+            # three fine-tunes): its reading is no sign of a drawn-out filler,
+            # and STALLED_MS is already the digit run's own ceiling.
+            return f" (a read-out run, p={score.p:.2f})"
         return None
 
     async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
