@@ -11,7 +11,9 @@ noun phrases paused after their modifier ("i'm looking for a cheap":
 holds) beside finished turns ending on an adjective ("it was good": ends),
 an affirmation after a clerk's check of the data ("yes" after "is it under
 your email …?": ends) beside "yes" / "sure" after a request for it ("could
-I get your phone number?": holds), and bare phrases
+I get your phone number?": holds), the caller's own questions ("how soon
+will it get here": ends) and the same stopped open ("how soon will":
+holds), and bare phrases
 after an open "how can I help you?" (not labelled: printed to show how far
 the reading carries over). Prints each P and, per model, the mean
 and the share at or above the model's threshold. A probe for development,
@@ -107,6 +109,22 @@ REQUEST_HOLDS = [
     ("Could you please spell your last name?", ["sure", "yes"]),
     ("Can I have the order number, please?", ["yes", "sure"]),
 ]  # fmt: skip
+# The caller's own question, a whole turn (ends), and the same questions
+# stopped on an open word or their auxiliary (holds); worded apart from the
+# script's caller_question_examples patterns, after agent lines not in it.
+QUESTION_ENDS = [
+    ("Your new card was posted yesterday.", ["how soon will it get here", "is delivery free", "has it been sent", "could i get a copy of the receipt", "why hasn't it shipped yet", "what if it gets lost"]),
+    ("The store has a few left in stock.", ["do you deliver on sundays", "have you got it in blue", "can i get a discount", "is that with tax", "how late are you open", "where's the nearest branch"]),
+    ("Your plan changes next month.", ["what's included in the plan", "is the price going up", "am i still covered", "how often do you bill", "what are the charges for that", "how would i go about cancelling"]),
+    ("The next appointment is on the ninth.", ["any chance of something earlier", "how long will the visit last", "should i bring my insurance card", "who handles the paperwork", "which entrance do i use", "is there parking nearby"]),
+    ("Sure.", ["how do refunds work", "when's the next train", "does the hotel have a pool", "which platform is it", "whose name is it under", "are there any seats left"]),
+]  # fmt: skip
+QUESTION_HOLDS = [
+    ("Your new card was posted yesterday.", ["how soon will", "is delivery free for", "could i get a copy of the", "why hasn't it", "what if it"]),
+    ("The store has a few left in stock.", ["do you deliver on", "have you got it in", "can i get a", "how late are", "where's the nearest"]),
+    ("Your plan changes next month.", ["what's included in the", "am i still", "how often do", "what are the charges for", "how would i go about"]),
+    ("Sure.", ["when's the next", "does the hotel have a", "which platform is", "are there any"]),
+]  # fmt: skip
 OPEN = [
     ("How can I help you?", ["the screen", "my bill", "my internet", "the delivery", "a refund", "my order"]),
     ("What can I do for you today?", ["the screen", "my bill", "a refund"]),
@@ -127,6 +145,8 @@ def main() -> None:
         ("finished on an adjective, or a noun after one (ends)", MODIFIER_ENDS),
         ("an affirmation after a check of the data (ends)", CHECK_ENDS),
         ("'yes' / 'sure' after a request for the data (holds)", REQUEST_HOLDS),
+        ("the caller's own question (ends)", QUESTION_ENDS),
+        ("the caller's question stopped open (holds)", QUESTION_HOLDS),
         ("after an open question", OPEN),
     )
     for title, rows in sections:

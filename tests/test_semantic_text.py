@@ -526,7 +526,14 @@ def test_eot_score_one_line_out_per_line_in_and_bad_lines_flagged(tmp_path):
     lines = [
         {"text": "yes", "context": [{"role": "assistant", "content": "Is that right?"}]},
         "not json",
-        {"text": "four one five", "context": [{"role": "assistant", "content": "Card number?"}]},
+        # The agent's question whole: the bare "Card number?" is elliptical,
+        # read as naming the card but asking nothing (kind "other", as
+        # "Anything else?" is), and stage 8 reads three digits after it 0.41,
+        # over its threshold (0.34 before).
+        {
+            "text": "four one five",
+            "context": [{"role": "assistant", "content": "What's the card number?"}],
+        },
         {"context": []},
         {"text": "i'd like to book a table for two"},
     ]

@@ -40,7 +40,7 @@ __all__ = ["SemanticTextDetector", "SemanticTextParams", "SemanticTextScorer"]
 # The defaults the training script chose on its held-out split (printed by
 # scripts/train_semantic_text.py and stored in the model file; a test checks
 # they agree).
-DEFAULT_THRESHOLD = 0.42
+DEFAULT_THRESHOLD = 0.39
 DEFAULT_EAGER_THRESHOLD = 0.39
 
 
