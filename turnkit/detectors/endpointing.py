@@ -522,14 +522,15 @@ class Endpointing:
         assert self._wordless_ms is not None
         if self._wordless_ms >= STALLED_OPEN_MS - 1e-6:
             return ""
+        long = self._wordless_ms >= STALLED_MS - 1e-6
         if not self._reads_text:
-            return "" if self._wordless_ms >= STALLED_MS - 1e-6 else None
+            return "" if long else None
         score = await self._ask(self._evidence(self._pauses + 1, self.clock.now(), True))
         if score.p is None:
-            return "" if self._wordless_ms >= STALLED_MS - 1e-6 else None
+            return "" if long else None
         if policy.eager is not None and score.p >= policy.eager:
             return f" (words read finished, p={score.p:.2f})"
-        if self._wordless_ms < STALLED_MS - 1e-6:
+        if not long:
             return None
         if policy.reads_finished(score.p):
             return f" (words read finished, p={score.p:.2f})"
