@@ -13,10 +13,12 @@ an affirmation after a clerk's check of the data ("yes" after "is it under
 your email …?": ends) beside "yes" / "sure" after a request for it ("could
 I get your phone number?": holds), the caller's own questions ("how soon
 will it get here": ends) and the same stopped open ("how soon will":
+holds), reactions to an offer or news ("okay i can live with that",
+"oh that's slow": ends) and announcements of more ("and one other thing":
 holds), and bare phrases
 after an open "how can I help you?" (not labelled: printed to show how far
-the reading carries over). Prints each P and, per model, the mean
-and the share at or above the model's threshold. A probe for development,
+the reading carries over). Prints each P and, per model, the mean,
+the share at or above the model's threshold and at or above 0.9. A probe for development,
 not a test set: the published sets are ``scripts/eval_semantic_text.py``'s.
 """
 
@@ -125,6 +127,22 @@ QUESTION_HOLDS = [
     ("Your plan changes next month.", ["what's included in the", "am i still", "how often do", "what are the charges for", "how would i go about"]),
     ("Sure.", ["when's the next", "does the hotel have a", "which platform is", "are there any"]),
 ]  # fmt: skip
+# The caller's reaction to an offer, a result or a piece of news (ends),
+# and the caller announcing more to come (holds); worded apart from the
+# script's reaction_examples lists, after agent lines not in it.
+REACTION_ENDS = [
+    ("The double room is ninety euros a night.", ["okay i can live with that", "hmm bit pricey", "oh that's a lot of money", "that's more than i expected", "reasonable enough"]),
+    ("I can book you on the seven fifteen train. Shall I go ahead?", ["yeah do it", "please do", "okay book that one", "we'll go for that one", "yes we'll have that"]),
+    ("All done, you're booked for Thursday.", ["oh great cheers", "awesome thank you", "that's all i needed", "thank you for your help", "amazing"]),
+    ("There's a table available at eight.", ["eight is perfect", "eight o'clock is good", "good i'll come at eight", "hmm a bit late but okay"]),
+    ("It should arrive in three to five days.", ["oh that's slow", "hmm quite a wait", "that's alright then", "okay good to hear"]),
+    ("Your parcel went out this morning.", ["oh nice", "finally", "good news", "thank god", "oh that's quick"]),
+    ("I can give you the blue one for the same price.", ["i'd go for the blue", "yes i accept", "ok we do that", "fine i take the blue", "no i prefer the red"]),
+]  # fmt: skip
+ANNOUNCE_HOLDS = [
+    ("Anything else I can do for you?", ["and one other thing", "i also have a question", "oh there's another thing", "yeah i got another question", "and also i wanted to ask"]),
+    ("Your account is all up to date.", ["what i'd like to know is", "so the issue is", "the other thing is", "my problem is", "okay and also one thing"]),
+]  # fmt: skip
 OPEN = [
     ("How can I help you?", ["the screen", "my bill", "my internet", "the delivery", "a refund", "my order"]),
     ("What can I do for you today?", ["the screen", "my bill", "a refund"]),
@@ -147,6 +165,8 @@ def main() -> None:
         ("'yes' / 'sure' after a request for the data (holds)", REQUEST_HOLDS),
         ("the caller's own question (ends)", QUESTION_ENDS),
         ("the caller's question stopped open (holds)", QUESTION_HOLDS),
+        ("a reaction to an offer or news (ends)", REACTION_ENDS),
+        ("an announcement of more to come (holds)", ANNOUNCE_HOLDS),
         ("after an open question", OPEN),
     )
     for title, rows in sections:
@@ -163,6 +183,9 @@ def main() -> None:
             + " ".join(f"{x:.2f}" for x in a.mean(0))
             + "  at or above threshold "
             + " ".join(f"{x:.0%}" for x in share)
+            # fused answers at its floor from about here (its eager level)
+            + "  at or above 0.9 "
+            + " ".join(f"{x:.0%}" for x in (a >= 0.9).mean(0))
         )
 
 

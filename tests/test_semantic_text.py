@@ -317,6 +317,39 @@ def test_v2_a_date_time_count_or_sum_given_in_answer_is_finished(text, prefix, a
     assert m.predict(prefix, agent) < m.threshold
 
 
+@pytest.mark.parametrize(
+    ("text", "agent"),
+    [
+        ("yes i'll take it", "Would you like me to book it for you?"),
+        ("we'll take it", "Would you like me to book it for you?"),
+        ("oh that's a lot", "It is two hundred and forty euros."),
+    ],
+)
+def test_v2_a_reaction_to_an_offer_or_news_is_finished(text, agent):
+    """Accepting an offer or judging a price is a whole turn (v2 read "yes
+    i'll take it" at 0.33 and "oh that's a lot" at 0.44 until
+    reaction_examples)."""
+    m = SemanticTextModel.load("v2")
+    assert m.predict(text, agent) >= m.threshold
+
+
+@pytest.mark.parametrize(
+    ("text", "rest", "agent"),
+    [
+        ("yes one more thing", "how long does it take", "Can I help you with anything else?"),
+        ("yes i have a question", "do you deliver", "Can I help you with anything else?"),
+        ("okay the thing is", "i'm not home on monday", "Your refund has been issued."),
+    ],
+)
+def test_v2_announcing_more_is_not_finished_but_what_follows_is(text, rest, agent):
+    """A caller who announces more ("yes one more thing") has not said it
+    yet (v2 read it at 0.93 until reaction_examples); with what it
+    announced after it the turn is whole."""
+    m = SemanticTextModel.load("v2")
+    assert m.predict(text, agent) < m.threshold
+    assert m.predict(f"{text} {rest}", agent) >= m.threshold
+
+
 def test_agent_context_reads_question_kinds():
     assert "A:yn" in agent_context("Okay. Is that right?")
     assert "A:wh" in agent_context("What's your card number?")
