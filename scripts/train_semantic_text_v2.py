@@ -423,6 +423,27 @@ one at 1e-3; issue 12):
    ``--sweep`` cutoff at a 300 ms budget 39.2 → 37.9 %, at 600 ms 18.3 →
    18.3 %. ``semantic-text`` (0.42): no turn moved on any of them.
 
+   Redone the same way (the same command, from the same stage 8 file) for
+   feature version 6 (2026-12-03; the shipped file, sha256 70b221a4…):
+   ``turnkit.text.question.read_agent`` no longer names a number field for
+   a question asking when, why, who or how ("When did you last use the
+   card?" read ``A:t=card``, as a request for the card's digits, and
+   ``fused`` chose ``patient``; now ``A:t=date``, ``default``). Context
+   moved for 32 of the development split's 75,234 examples (MultiWOZ's
+   "How about X? The postcode is …" no longer names a ZIP being asked
+   for); 9 decisions changed side, mean |ΔP| 0.0001; held-out AUC 0.9556,
+   threshold and eager 0.42 as before. Probe (agent lines worded apart):
+   after "When did you last use the card?" "this morning" 0.03 → 0.82,
+   "last night" 0.21 → 0.99; after "Who is the account holder?" "my
+   husband" 0.04 → 0.90; after "When did you change your phone number?"
+   "i don't remember" 0.09 → 0.81, "in march" 0.01 → 0.04 (a month alone
+   still reads unfinished); after "Why was the account closed?" "i moved
+   abroad" 0.66 → 0.34 (why-answers are thin in the data);
+   ``probe_short_answers.py``'s past-time section 78 → 89 % at the
+   threshold, 46 → 54 % at 0.9, every other section the same. Replayed
+   (``--compute fixed``): no turn of any corpus moved by 50 ms (no agent
+   line there asks such a question); ``eot-eval`` the same to the digit.
+
 Tried with stage 9 and not shipped (2026-12-03): answers in forms the
 model reads unfinished, as 6,000 more groups (past times after a past-time
 question, one naming a field too: "in march" after "when did you change

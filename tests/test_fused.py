@@ -65,6 +65,13 @@ def test_patient_waits_longer_than_default_longer_than_snappy() -> None:
         ("Sure. What's your date of birth?", "patient"),
         ("What day works for you?", "default"),
         ("Do you live on campus?", "snappy"),  # not an address being read out
+        # When / why / who / how ask for a time, a reason, a person, a way:
+        # the card or account they name is not being read out.
+        ("When did you last use the card?", "default"),
+        ("I see a charge on your card. When did you notice it?", "default"),
+        ("Why was the account closed?", "default"),
+        ("How would you like to pay for the order?", "default"),
+        ("Which card did you use?", "patient"),  # "the one ending in four two"
         ("", "default"),
     ],
 )
@@ -85,6 +92,8 @@ def test_profile_is_chosen_by_what_the_agent_asked(agent: str, profile: str) -> 
         "Which day works for you?",
         "Could you spell that for me?",
         "What's a good callback number?",
+        "When did you last use the card?",
+        "Who is the account holder?",
     ],
 )
 def test_profile_and_text_model_read_the_same_field(agent: str) -> None:

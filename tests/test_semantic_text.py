@@ -359,6 +359,30 @@ def test_agent_context_reads_question_kinds():
 
 
 @pytest.mark.parametrize(
+    ("agent", "fields"),
+    [
+        # When / why / who / how ask for a time, a reason, a person, a way
+        # or an amount: the number field they name is not what is asked
+        # (feature version 6; "When did you last use the card?" read as a
+        # request for the card's digits, and "this morning" as 0.03).
+        ("When did you last use the card?", ("date",)),
+        ("when did you change your phone number", ("date",)),
+        ("I see a charge on your card. When did you notice it?", ("date",)),
+        ("Why was the account closed?", ()),
+        ("How much is left on the card?", ()),
+        ("How many digits does the account number have?", ("count",)),
+        # What / which still ask for the field they name.
+        ("What's your card number?", ("card",)),
+        ("Which card did you use?", ("card",)),
+        ("Can I have the account number?", ("account",)),
+    ],
+)
+def test_a_question_names_the_field_it_asks_for(agent, fields):
+    assert read_agent(agent).fields == fields
+    assert tuple(f[4:] for f in agent_context(agent) if f.startswith("A:t=")) == fields
+
+
+@pytest.mark.parametrize(
     ("agent", "kind", "requests"),
     [
         ("Can I have your email address?", "yes-no", True),

@@ -30,7 +30,7 @@ __all__ = [
     "text_features",
 ]
 
-FEATURE_VERSION = 5  # 3: A:req; "same … as before?" is A:yn. 4: one field table (question.FIELDS). 5: question clauses read past discourse words and by word order
+FEATURE_VERSION = 6  # 3: A:req; "same … as before?" is A:yn. 4: one field table (question.FIELDS). 5: question clauses read past discourse words and by word order. 6: a when/why/who/how question names no number field
 DEFAULT_BITS = 18
 _TAIL = 40  # words looked at (the head's first two words are kept apart)
 

@@ -111,12 +111,24 @@ _FIELD_RE = tuple(
 _CHUNKED = {name for name, _, chunked in FIELDS if chunked}
 
 
-def fields_named(text: str) -> tuple[str, ...]:
+# A question that asks when, why, who or how asks for a time, a reason, a
+# person, a way or an amount, whatever number-bearing thing it names: "When
+# did you last use the card?" is answered "this morning", not with the
+# card's sixteen digits; "How would you like to pay for the order?" with "by
+# card"; "How much is left on the card?" with a sum. Its reading names no
+# number field ("which card" and "what number" still do).
+_NOT_NUMBER_WH = frozenset({"when", "why", "who", "how"})
+
+
+def fields_named(text: str, numbers: bool = True) -> tuple[str, ...]:
     """The fields (:data:`FIELDS`) that ``text`` names, in table order,
-    with the most specific number field only."""
+    with the most specific number field only (``numbers`` False: none of
+    the number fields, nor "digits")."""
     norm = " ".join(normalize_text(text).split())
     found: list[str] = []
     for name, pattern, _ in _FIELD_RE:
+        if not numbers and (name in _NUMBER_FIELDS or name == "digits"):
+            continue
         if pattern.search(norm):
             found.append(name)
             if name in _NUMBER_FIELDS:
@@ -328,7 +340,11 @@ def read_agent(agent_text: str) -> AgentAsk:
             words = words[inner:]
             first = words[0]
     if first in WH_WORDS or (len(words) > 1 and words[1] in WH_WORDS):
-        return AgentAsk("wh", wh=first if first in WH_WORDS else words[1], **common)
+        wh = first if first in WH_WORDS else words[1]
+        if wh in _NOT_NUMBER_WH:
+            common["fields"] = fields_named(recent, numbers=False)
+            common["chunked"] = any(f in _CHUNKED for f in fields_named(last, numbers=False))
+        return AgentAsk("wh", wh=wh, **common)
     if (
         first in _AUX
         or "right" in words[-2:]
