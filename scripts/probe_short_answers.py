@@ -18,7 +18,9 @@ holds), answers in forms the model reads unfinished (a past time after
 post?", "april nine": ends; "the nine of": holds; data for them was tried
 and not shipped, see the training script), reactions to an offer or news
 ("okay i can live with that", "oh that's slow": ends) and announcements of
-more ("and one other thing": holds), and bare phrases after an open "how
+more ("and one other thing": holds), a caller's problem or reason ("the
+heater broke" after an open service line or a "why": ends; "someone used
+my": holds), and bare phrases after an open "how
 can I help you?" (not labelled: printed to show how far the reading carries
 over). Prints each P and, per model, the mean, the share at or above the
 model's threshold and at or above 0.9. A probe for development, not a test
@@ -169,6 +171,22 @@ FORM_HOLDS = [
     ("Which date suits you?", ["october", "on the"]),
     ("When did the phone stop working?", ["since", "yesterday after"]),
 ]  # fmt: skip
+# A caller stating their problem or reason, after an open service line or a
+# "why" (ends), and the same stopped open (holds). Agent lines, subjects and
+# verbs apart from problem_examples' lists.
+PROBLEM_ENDS = [
+    ("Good afternoon, customer care, how may I assist?", ["my luggage didn't show up", "my ticket got refused", "the heater broke", "my transfer bounced", "um my parcel went missing"]),
+    ("Hello, you're through to the help desk.", ["the engineer didn't turn up", "my direct debit failed", "hi someone used my card", "my login doesn't work"]),
+    ("What's the issue?", ["the bank blocked my transfer", "the screen cracked", "my appointment got moved", "i got the wrong item"]),
+    ("Why are you sending it back?", ["it came too late", "it's the wrong colour", "the zip broke", "we changed our minds"]),
+    ("And why do you need to change the date?", ["my son got sick", "the hotel overbooked us", "work came up", "my visa got delayed"]),
+    ("So what went wrong?", ["we had no hot water", "the courier lost it", "the driver got lost", "nobody picked up the phone"]),
+]  # fmt: skip
+PROBLEM_HOLDS = [
+    ("Good afternoon, customer care, how may I assist?", ["my luggage didn't", "someone used my", "the bank blocked my"]),
+    ("What's the issue?", ["the engineer didn't turn", "i got the wrong", "the heater is making a"]),
+    ("Why are you sending it back?", ["it's the wrong", "because the"]),
+]  # fmt: skip
 OPEN = [
     ("How can I help you?", ["the screen", "my bill", "my internet", "the delivery", "a refund", "my order"]),
     ("What can I do for you today?", ["the screen", "my bill", "a refund"]),
@@ -195,6 +213,8 @@ def main() -> None:
         ("an announcement of more to come (holds)", ANNOUNCE_HOLDS),
         ("a past time, an option, a date with a cardinal day (ends)", FORM_ENDS),
         ("the date or time cut short (holds)", FORM_HOLDS),
+        ("a caller's problem or reason stated (ends)", PROBLEM_ENDS),
+        ("the problem stopped open (holds)", PROBLEM_HOLDS),
         ("after an open question", OPEN),
     )
     for title, rows in sections:

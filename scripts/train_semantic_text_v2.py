@@ -460,6 +460,25 @@ dates only) the same three. After "What's the account number?", "uh-huh"
 read 0.62 → 0.76-0.80 and "wait" 0.27 → 0.51. Stage 9 shipped without
 them; the gap stays (``scripts/probe_short_answers.py`` shows it).
 
+Tried after stage 9 (feature version 6) and not shipped (2026-12-03): a
+caller stating their problem or reason, 6,000 groups (``problem_examples``,
+written and reverted: subjects and predicates in lists, "my flight was
+cancelled", "my account was locked", "someone hacked my account", after an
+open service line or a "why"; the statement an end, and in half the groups
+the same statement before "... and i need to rebook" a hold of weight 0.8,
+so that the bare statement reads about 0.7, not 0.95). Stage 9 reads such
+statements 0.01-0.15 when they end on a participle or "came" ("my account
+was locked" 0.01, "my order never came" 0.11) and ``fused`` waits to its
+ceiling. One epoch at 1e-3: the lists' own statements 0.63 → 0.78 mean
+("my account was locked" 0.01 → 0.62), but the probe's section for them,
+worded apart (``probe_short_answers.py``: "the heater broke", "my direct
+debit failed"), did not move (mean 0.61 → 0.60, at P ≥ 0.9 28 → 16 %;
+one epoch at 5e-4: 0.61 → 0.61), the threshold fell 0.42 → 0.36, and
+replayed, ``fused`` cut two more demo turns (28.8 → 31.8 %) and answered
+the billing call's account number 160 ms later in six real-call variants.
+The gap stays: a statement of a problem in words outside the lists reads
+what it reads (mean 0.61, "the heater broke" 0.09).
+
 Tried after stage 5 and not shipped (2026-12-03): an agreement or refusal
 said twice ("yes yes", "okay okay thanks", ``repeat_answer_examples``,
 ``--repeats on``, 3,000 groups after yes/no questions and statements).
