@@ -18,7 +18,6 @@ from turnkit.audio.wav import read_wav
 from turnkit.barge_in import EchoFilter, is_backchannel
 from turnkit.barge_in.controller import Action, BargeInController
 from turnkit.barge_in.echo import EchoTranscriptCheck, align_reference
-from turnkit.barge_in.lexicon import is_answer
 from turnkit.barge_in.processors import BargeInProcessor
 from turnkit.clock import VirtualClock
 from turnkit.frames import (
@@ -34,6 +33,7 @@ from turnkit.pipeline import CollectSink, Pipeline
 from turnkit.replay.metrics import aggregate
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
+from turnkit.text.lexicon import is_answer
 
 REC = Path(__file__).resolve().parents[1] / "recordings"
 SR = 16000

@@ -15,12 +15,12 @@ import soundfile as sf
 from turnkit.audio.vad import VADAnalyzer, VADStep
 from turnkit.audio.wav import read_wav
 from turnkit.barge_in.controller import Action, BargeInController, BargeInParams, frame_energy_db
-from turnkit.barge_in.lexicon import is_backchannel_prefix
 from turnkit.clock import VirtualClock
 from turnkit.replay.agent import Reply
 from turnkit.replay.metrics import RESUMED_GAP_S, aggregate, stop_times
 from turnkit.replay.recording import Recording, load_recording
 from turnkit.replay.simulator import LabelPlanner, ReplayConfig, replay_call
+from turnkit.text.lexicon import is_backchannel_prefix
 
 REC = Path(__file__).resolve().parents[1] / "recordings"
 SR = 16000

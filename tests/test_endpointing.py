@@ -388,6 +388,29 @@ async def test_a_new_turn_with_no_words_from_a_streaming_recogniser_waits_the_ce
     assert len(d2.ends()) == 2
 
 
+async def test_after_an_acknowledgement_the_next_sound_is_a_new_turn() -> None:
+    """A caller's "yeah" over the agent's reply is ended like any turn, and
+    the agent talks on: no new text comes. The caller's next sound, with
+    no words yet, is a new turn and waits the ceiling as one; it was taken
+    for that "yeah" going on and judged by its audio alone (fused cut a
+    real-call variant's "[noise]" turn at a 356 ms pause). A turn that is
+    not an acknowledgement keeps the rule above: what follows it before the
+    agent speaks again goes on with it."""
+    policy = WaitPolicy(threshold=0.5, min_wait_ms=100, max_wait_ms=900)
+    for said, new_turn in (("yeah", True), ("the nine thirty", False)):
+        d = DetectorDriver(FakeDetector(HearingFake(0.99), policy))
+        await _streamed_turn(d, "i would like to book a seat")
+        await d.silence(0.3)
+        d.det.set_agent_text("Sure. There's one at seven and another at nine thirty.")
+        await _streamed_turn(d, said)
+        await d.silence(0.3)
+        assert len(d.ends()) == 2, (said, d.signals)
+        await d.speak(0.9)  # no word written
+        out = await d.silence(0.4)
+        ended = [s for _, s in out if isinstance(s, TurnEndFrame)]
+        assert bool(ended) is not new_turn, (said, d.signals)
+
+
 async def test_a_recogniser_that_writes_only_after_the_vad_stops_never_stalls() -> None:
     """A segment recogniser (Whisper behind a VAD) sends a turn's words only
     once the caller stops: minutes of speech can pass with no new word, so

@@ -236,8 +236,8 @@ def test_oracle_jitter_delays_words_in_order_and_repeats_with_its_seed() -> None
 
 def test_barge_in_controller_tokens_of_a_growing_transcript_match_a_fresh_read() -> None:
     from turnkit.barge_in.controller import BargeInController
-    from turnkit.barge_in.lexicon import tokens
     from turnkit.clock import VirtualClock
+    from turnkit.text.lexicon import tokens
 
     f = BargeInController(VirtualClock())
     texts = [

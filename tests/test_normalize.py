@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from turnkit.barge_in.lexicon import is_backchannel
 from turnkit.detectors.semantic_text import SemanticTextDetector
 from turnkit.replay.oracle import oracle_words
 from turnkit.replay.recording import CallerTurn, WordTiming
+from turnkit.text.lexicon import is_backchannel
 from turnkit.text.normalize import normalize_text
 
 

@@ -11,7 +11,6 @@ from turnkit.barge_in.controller import Action, BargeInController, BargeInParams
 from turnkit.barge_in.cursor import PlaybackCursor, WordTimestampsFrame
 from turnkit.barge_in.echo import EchoFilter, EchoParams, EchoStep, EchoTranscriptCheck
 from turnkit.barge_in.history_processor import HistoryTruncator
-from turnkit.barge_in.lexicon import is_backchannel
 from turnkit.barge_in.truncation import (
     Heard,
     TruncationConfig,
@@ -19,6 +18,7 @@ from turnkit.barge_in.truncation import (
     realtime_truncate_event,
     truncate_history,
 )
+from turnkit.text.lexicon import is_backchannel
 
 __all__ = [
     "Action",

@@ -52,7 +52,7 @@ passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
   the audio no longer pauses: the next word decides.
 * **words** (:meth:`on_transcript`, the recogniser's text of the caller's
   turn so far) confirm or clear it: any word outside the language's
-  acknowledgement lexicon (:mod:`~turnkit.barge_in.lexicon`) is a bid (a
+  acknowledgement lexicon (:mod:`~turnkit.text.lexicon`) is a bid (a
   ``stop`` while talking, a ``confirm`` while paused), except a streaming
   prefix of a lexicon phrase ("i" of "i see", "got" of "got it"), which
   waits for the next word; more than
@@ -99,8 +99,8 @@ import numpy as np
 
 from turnkit.audio.vad import VADStep
 from turnkit.barge_in.echo import EchoTranscriptCheck
-from turnkit.barge_in.lexicon import is_answer, is_backchannel, is_backchannel_prefix, tokens
 from turnkit.clock import Clock
+from turnkit.text.lexicon import is_answer, is_backchannel, is_backchannel_prefix, tokens
 from turnkit.text.recogniser import StreamingWatch
 
 __all__ = ["Action", "BargeInController", "BargeInParams", "Evidence"]

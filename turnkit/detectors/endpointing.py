@@ -39,7 +39,9 @@ one pause state machine, which owns all the waiting:
 * **no words yet** (text scorers, with a recogniser that streams): a new
   turn the recogniser has written nothing for (a held "ummm" it drops, a
   cough) waits the ceiling however finished its audio sounds
-  (:meth:`Endpointing._wordless`).
+  (:meth:`Endpointing._wordless`); a turn is new once the agent has spoken
+  since the last commit, or when that commit ended on an acknowledgement
+  alone ("yeah" over the agent, who talks on).
 * **compute**: a model's cost delays the decision by the part still running
   when the turn ends — measured (wall clock), ``fixed`` (the benchmark figure
   recorded with the model, so two runs give identical figures) or ``none``.
@@ -76,6 +78,7 @@ from turnkit.frames import (
     TurnResumedFrame,
 )
 from turnkit.text.features import DIGITS, NUMBERS, expected_digits, trailing_digits
+from turnkit.text.lexicon import is_backchannel
 from turnkit.text.recogniser import StreamingWatch
 
 __all__ = [
@@ -466,8 +469,9 @@ class Endpointing:
         return self.scorer is not None and self.scorer.reads_text
 
     def _wordless(self) -> bool:
-        """A new turn (the agent has spoken since the last commit) with no
-        words yet, though the recogniser streams; a text scorer only (an
+        """A new turn (the agent has spoken since the last commit, or that
+        commit ended on an acknowledgement alone) with no words yet, though
+        the recogniser streams; a text scorer only (an
         audio scorer judges what it hears, words or not)."""
         return (
             self._reads_text
@@ -785,7 +789,11 @@ class Endpointing:
             reason += f" (model {pause.cost_ms:.0f} ms)"
         self.turn_open = False
         self.signalled = True
-        self._agent_since_commit = False
+        # An acknowledgement ("yeah", "okay") does not take the floor: said
+        # over the agent, the agent goes on, and the caller's next sound is
+        # a new turn, not this one going on (a reply to it is the agent's
+        # new text, which marks the same).
+        self._agent_since_commit = is_backchannel(self.turn_text())
         if self.turn_text():
             self._remember("user", self.turn_text())
         # Words spoken up to here belong to the turn just ended; words that
