@@ -443,6 +443,22 @@ one at 1e-3; issue 12):
    threshold, 46 → 54 % at 0.9, every other section the same. Replayed
    (``--compute fixed``): no turn of any corpus moved by 50 ms (no agent
    line there asks such a question); ``eot-eval`` the same to the digit.
+   (A rerun of the command wrote the same bytes.)
+
+   Tried as feature version 7 and not shipped (2026-12-03): where and
+   whose ask for no number field either, nor does "what" / "which" before
+   a noun of another kind ("What time did you last use the card?" still
+   reads ``A:t=card`` and "this morning" 0.01; "Where did you use the
+   card?": "at the supermarket" 0.36). Redone the same way, it read them
+   0.94 and 0.96, but the context of "What's the date of birth on the
+   account?" moved too (98 development examples), and with it the
+   ``A:t=account`` context: every reply after "I found an account ending
+   in eight eight four, …" read 0.02-0.04 higher ("wait" 0.45 → 0.49), and
+   ``fused`` cut the demo's "Wait, | that's not my address anymore" 45 ms
+   before its speech resumed (28.8 → 30.3 %; 49 decisions changed side on
+   the development split, the real-call variants unchanged). One knife-edge
+   turn, but for a reading that no replay corpus line asks and callers
+   rarely meet; not worth a second model churn in one stop.
 
 Tried with stage 9 and not shipped (2026-12-03): answers in forms the
 model reads unfinished, as 6,000 more groups (past times after a past-time
