@@ -136,6 +136,16 @@ def fields_named(text: str, numbers: bool = True) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _named(recent: str, last: str, numbers: bool = True) -> dict[str, object]:
+    """An agent line's fields (named in its last two sentences) and whether
+    its last sentence names one given in chunks: :class:`AgentAsk`'s
+    ``fields`` and ``chunked``."""
+    return {
+        "fields": fields_named(recent, numbers),
+        "chunked": any(f in _CHUNKED for f in fields_named(last, numbers)),
+    }
+
+
 # A transcript with no sentence punctuation at all (many corpora write the
 # agent's side so, and so do recognisers without punctuation): where its last
 # question clause starts is read from the words, the question's form from
@@ -314,8 +324,7 @@ def read_agent(agent_text: str) -> AgentAsk:
         "last": last,
         "recent": recent,
         "request": request,
-        "fields": fields_named(recent),
-        "chunked": any(f in _CHUNKED for f in fields_named(last)),
+        **_named(recent, last),
     }
     if not question:
         return AgentAsk("statement", **common)
@@ -342,8 +351,7 @@ def read_agent(agent_text: str) -> AgentAsk:
     if first in WH_WORDS or (len(words) > 1 and words[1] in WH_WORDS):
         wh = first if first in WH_WORDS else words[1]
         if wh in _NOT_NUMBER_WH:
-            common["fields"] = fields_named(recent, numbers=False)
-            common["chunked"] = any(f in _CHUNKED for f in fields_named(last, numbers=False))
+            common.update(_named(recent, last, numbers=False))
         return AgentAsk("wh", wh=wh, **common)
     if (
         first in _AUX
