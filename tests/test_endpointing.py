@@ -411,6 +411,32 @@ async def test_after_an_acknowledgement_the_next_sound_is_a_new_turn() -> None:
         assert bool(ended) is not new_turn, (said, d.signals)
 
 
+async def test_the_agents_message_handed_again_after_an_acknowledgement_is_kept_once() -> None:
+    """The Pipecat strategy hands the agent's last message at each user turn
+    start, the replay at the reply's start: after a "yeah" said over the
+    reply the history read the reply twice in one host and once in the
+    other. The same message handed again with only acknowledgements since
+    is kept once; said again after a real turn ("Sorry, which day?" asked
+    twice) it is a new message."""
+    policy = WaitPolicy(threshold=0.5, min_wait_ms=100, max_wait_ms=900)
+    d = DetectorDriver(FakeDetector(HearingFake(0.99), policy))
+    ep = d.det.endpointing
+    ep.set_agent_text("Sorry, which day?")
+    await _streamed_turn(d, "uh the")
+    await d.silence(0.3)
+    ep.set_agent_text("Sorry, which day?")  # asked again after a real turn
+    await _streamed_turn(d, "yeah")  # over the agent
+    await d.silence(0.3)
+    ep.set_agent_text("Sorry, which day?")  # the same message handed again
+    assert len(d.ends()) == 2, d.signals
+    assert ep.history == [
+        {"role": "assistant", "content": "Sorry, which day?"},
+        {"role": "user", "content": "uh the"},
+        {"role": "assistant", "content": "Sorry, which day?"},
+        {"role": "user", "content": "yeah"},
+    ]
+
+
 async def test_a_recogniser_that_writes_only_after_the_vad_stops_never_stalls() -> None:
     """A segment recogniser (Whisper behind a VAD) sends a turn's words only
     once the caller stops: minutes of speech can pass with no new word, so

@@ -397,14 +397,28 @@ class Endpointing:
     def set_agent_text(self, text: str) -> None:
         self.agent_text = text
         text = text.strip()
-        if text and (
-            not self.history or self.history[-1] != {"role": "assistant", "content": text}
-        ):
+        if text and not self._said_already(text):
             self._remember("assistant", text)
             self._agent_since_commit = True
             prewarm = getattr(self.scorer, "prewarm", None)
             if prewarm is not None:
                 prewarm(self.history)
+
+    def _said_already(self, text: str) -> bool:
+        """``text`` is the agent's latest message in the history with only
+        acknowledgements from the caller since: the same message handed
+        again, not a new one. Hosts hand the agent's text at different
+        moments (the replay and ``BargeInProcessor`` at the reply's start,
+        the Pipecat strategy at each user turn start): a "yeah" said over
+        the reply is a turn, and the Pipecat host then gave the reply again,
+        so the history (an LLM judge's context) read it twice there and
+        once elsewhere."""
+        for msg in reversed(self.history):
+            if msg["role"] == "assistant":
+                return msg["content"] == text
+            if not is_backchannel(msg["content"]):
+                return False
+        return False
 
     def _remember(self, role: str, text: str) -> None:
         self.history.append({"role": role, "content": text})
