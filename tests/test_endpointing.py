@@ -28,7 +28,7 @@ from turnkit.detectors.fused import CEILING_MS, PROFILES, in_digit_run
 from turnkit.detectors.registry import available
 from turnkit.detectors.semantic_text import SemanticTextDetector
 from turnkit.detectors.smart_turn import FIXED_COST_MS
-from turnkit.frames import TurnEndFrame, TurnResumedFrame
+from turnkit.frames import TranscriptFrame, TurnEndFrame, TurnResumedFrame, Word
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
 
@@ -409,6 +409,76 @@ async def test_after_an_acknowledgement_the_next_sound_is_a_new_turn() -> None:
         out = await d.silence(0.4)
         ended = [s for _, s in out if isinstance(s, TurnEndFrame)]
         assert bool(ended) is not new_turn, (said, d.signals)
+
+
+async def test_words_the_vad_did_not_hear_open_the_turn() -> None:
+    """A quiet caller's "correct" on a faint line passes under the VAD's
+    threshold: no speech, so no turn opened and no detector answered (the
+    demo's telephone copy 30 dB down: 3 short answers in 66 turns went
+    unanswered). Words for this turn that end well past the VAD's last
+    speech, while it hears none, open the turn; its pause is timed from
+    their end, and the commit says so. The silence baseline stays a plain
+    VAD timer."""
+    policy = WaitPolicy(threshold=0.5, min_wait_ms=100, max_wait_ms=900)
+    d = DetectorDriver(FakeDetector(HearingFake(0.99), policy))
+    await _streamed_turn(d, "is it the one on wednesday")
+    await d.silence(0.3)
+    assert len(d.ends()) == 1
+    d.det.set_agent_text("Is it the one on Wednesday afternoon?")
+    await d.silence(1.0)
+    said_until = d.t - 0.05  # "correct" ended 50 ms ago; the VAD heard nothing
+    correct = [Word(text="correct", start=said_until - 0.3, end=said_until)]
+    await d.det.on_transcript(
+        TranscriptFrame(
+            at=d.t, text="correct", is_final=True, spoken_until=said_until, words=correct
+        )
+    )
+    await d.silence(0.3)
+    ends = d.ends()
+    assert len(ends) == 2, d.signals
+    at, end = ends[1]
+    assert end.speech_end == pytest.approx(said_until)
+    assert at - said_until == pytest.approx(0.1, abs=FRAME_S + 1e-6)
+    # Without word times (a host stamping the arrival: a committed turn's
+    # late final arrives past the VAD's end too) it cannot tell.
+    stamped = DetectorDriver(FakeDetector(HearingFake(0.99), policy))
+    await _streamed_turn(stamped, "is it the one on wednesday")
+    await stamped.silence(1.0)
+    await stamped.say("correct")
+    await stamped.silence(0.5)
+    assert len(stamped.ends()) == 1, stamped.signals
+    # The committed turn's own words arriving late open nothing.
+    late = DetectorDriver(FakeDetector(HearingFake(0.99), policy))
+    await _streamed_turn(late, "is it the one on wednesday")
+    await late.silence(0.6)
+    await late.det.on_transcript(
+        TranscriptFrame(
+            at=late.t,
+            text="is it the one on wednesday please",
+            is_final=True,
+            spoken_until=late.t - 0.55,
+            words=[Word(text="please", start=late.t - 0.8, end=late.t - 0.55)],
+        )
+    )
+    await late.silence(0.5)
+    assert len(late.ends()) == 1, late.signals
+    # The silence baseline never hears words.
+    base = DetectorDriver("silence")
+    await base.speak(0.6)
+    await base.silence(1.0)
+    base.det.set_agent_text("Is it the one on Wednesday afternoon?")
+    await base.silence(0.5)
+    await base.det.on_transcript(
+        TranscriptFrame(
+            at=base.t,
+            text="correct",
+            is_final=True,
+            spoken_until=base.t - 0.05,
+            words=[Word(text="correct", start=base.t - 0.35, end=base.t - 0.05)],
+        )
+    )
+    await base.silence(1.0)
+    assert len(base.ends()) == 1, base.signals
 
 
 async def test_the_agents_message_handed_again_after_an_acknowledgement_is_kept_once() -> None:

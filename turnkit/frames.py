@@ -187,12 +187,16 @@ class TurnEndFrame(SystemFrame):
     """The caller is done: the agent commits to replying.
 
     ``at`` is the decision time; ``compute_ms`` is the wall-clock model cost
-    behind the decision (0 for a timer), which a host may add to latency."""
+    behind the decision (0 for a timer), which a host may add to latency;
+    ``speech_end`` is where the caller speech the decision follows ended
+    (None: not known; the VAD's last speech end then), which is later than
+    the VAD's where words it did not hear opened the turn."""
 
     detector: str = ""
     probability: float | None = None
     compute_ms: float = 0.0
     reason: str = ""
+    speech_end: float | None = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -42,6 +42,12 @@ one pause state machine, which owns all the waiting:
   (:meth:`Endpointing._wordless`); a turn is new once the agent has spoken
   since the last commit, or when that commit ended on an acknowledgement
   alone ("yeah" over the agent, who talks on).
+* **words the VAD did not hear** (model detectors): a quiet caller's
+  short answer ("correct", "yes") on a faint line can pass under the VAD's
+  threshold, and no turn would open: the caller is never answered. Words
+  for this turn that end :data:`OWED_SPEECH_MS` or more past the VAD's last
+  speech, while it hears none, open the turn themselves; its pause is
+  timed from their end (:meth:`Endpointing._open_by_words`).
 * **compute**: a model's cost delays the decision by the part still running
   when the turn ends — measured (wall clock), ``fixed`` (the benchmark figure
   recorded with the model, so two runs give identical figures) or ``none``.
@@ -391,6 +397,9 @@ class Endpointing:
         # next words (or a real silence, STALL_CLEAR_MS) open a turn again.
         self._stalled = False
         self._stall_quiet_ms = 0.0
+        # A turn opened by words the VAD did not hear: where they end (the
+        # speech end its pause is timed from, until the VAD hears more).
+        self._heard_end: float | None = None
         if self._audio is not None:
             self._audio.clear()
 
@@ -475,7 +484,38 @@ class Endpointing:
                 if self.signalled:
                     self.signalled = False
                     out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
+            elif self._open_by_words(frame) and self.signalled:
+                self.signalled = False
+                out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
         return out + await self._maybe_early()
+
+    def _open_by_words(self, frame: TranscriptFrame) -> bool:
+        """Open the turn on words the VAD did not hear: no turn is open,
+        the VAD hears no speech now, and the turn's words end
+        :data:`OWED_SPEECH_MS` or more past its last speech end (a word the
+        VAD heard ends before its speech end, ~80 ms, or just after). A
+        quiet caller's "correct" on a faint line (the demo's telephone copy
+        30 dB down: Silero heard no speech in 3 short answers of 66 turns)
+        was never answered by any detector. Only with word times: a host
+        that stamps ``spoken_until`` with a transcript's arrival (a
+        recogniser that gives none) cannot tell, as a committed turn's late
+        final always arrives past the VAD's end. Model detectors only:
+        ``silence:*`` stays the plain VAD timer it is compared as."""
+        if (
+            self.scorer is None
+            or self.turn_open
+            or not self._quiet
+            or not frame.words
+            or frame.spoken_until - self._speech_end < OWED_SPEECH_MS / 1000
+        ):
+            return False
+        self.turn_open = True
+        self._heard_end = frame.spoken_until
+        if self._audio is not None:
+            new = [w.start for w in frame.words if w.end > self.decided_until]
+            self._audio.turn_start = min(new) if new else frame.words[-1].start
+        log.debug("%s: words the VAD did not hear open the turn: %r", self.spec, frame.text)
+        return True
 
     @property
     def _reads_text(self) -> bool:
@@ -610,16 +650,21 @@ class Endpointing:
         if not self.turn_open:
             return out
         now = self.clock.now()
+        # The speech this pause follows ends at the VAD's speech end, or
+        # later where words it did not hear opened the turn.
+        speech_end = vad.speech_end
+        if self._heard_end is not None:
+            speech_end = max(speech_end, self._heard_end)
         pause = self._pause
-        if pause is None or pause.speech_end != vad.speech_end:
+        if pause is None or pause.speech_end != speech_end:
             pre, self._pre = self._pre, None
-            if pre is not None and pre.speech_end == vad.speech_end:
+            if pre is not None and pre.speech_end == speech_end:
                 # The hangover's look was at this very pause: its verdict
                 # (and its cost, still running or done) stands.
                 pause = self._pause = pre
             else:
                 self._pauses += 1
-                pause = self._pause = _Pause(speech_end=vad.speech_end, number=self._pauses)
+                pause = self._pause = _Pause(speech_end=speech_end, number=self._pauses)
             if self._early_at is not None:
                 # The early eager's draft is out for this pause.
                 self._early_at = None
@@ -633,8 +678,8 @@ class Endpointing:
             await self._look(pause, now)  # words arrived during the pause
         policy = self.policy()
         wait = policy.wait_ms(pause.score)
-        silent_ms = (now - vad.speech_end) * 1000
-        owed = self.words_owed_ms(vad.speech_end)
+        silent_ms = (now - speech_end) * 1000
+        owed = self.words_owed_ms(speech_end)
         if owed > 0 and silent_ms < policy.max_wait_ms - 1e-6:
             # The recogniser has not written the speech's last words yet:
             # "from chicago" judged as the turn while its "and" is on the
@@ -815,6 +860,7 @@ class Endpointing:
         self.decided_until = pause.speech_end
         self._pause = None
         self._wordless_ms = None
+        self._heard_end = None
         if self._audio is not None:
             self._audio.turn_start = None
         return TurnEndFrame(
@@ -823,4 +869,5 @@ class Endpointing:
             probability=p,
             compute_ms=pending,
             reason=reason,
+            speech_end=pause.speech_end,
         )

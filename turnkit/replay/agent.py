@@ -153,7 +153,9 @@ class SimulatedAgent(FrameProcessor):
             # A commit judges the pause after the caller's last speech: it
             # answers the turn that speech belongs to, even when it lands
             # in the first frames of the caller's next turn (not yet heard).
-            speech_end = self._speech_end
+            # The detector's own speech end where it gives one (words the
+            # VAD did not hear may have opened the turn).
+            speech_end = frame.speech_end if frame.speech_end is not None else self._speech_end
             await self._decide(frame, frame.at if speech_end is None else min(frame.at, speech_end))
         elif isinstance(frame, TurnEagerFrame):
             await self._eager(frame)

@@ -138,7 +138,7 @@ class TurnkitTurnEngine:
         self._last: tuple[Frame, EngineStep] | None = None
         self._listeners: list[Callable[[SystemFrame | AudioInFrame], None]] = []
         self.decisions: list[TurnEndFrame] = []
-        self.speech_ends: list[float] = []  # the VAD's speech end at each decision
+        self.speech_ends: list[float] = []  # the speech end each decision follows
         self._fed = asyncio.Event()
         self._seen: set[int] = set()  # ids of text frames fed (see wait_fed)
         self._audio_steps: dict[int, list[AudioInFrame]] = {}
@@ -319,7 +319,11 @@ class TurnkitTurnEngine:
             if isinstance(s, TurnEndFrame):
                 self._committed = self.transcript
                 self.decisions.append(s)
-                self.speech_ends.append(self.vad.speech_end)
+                # The detector's own speech end where it gives one (words
+                # the VAD did not hear may have opened the turn).
+                self.speech_ends.append(
+                    s.speech_end if s.speech_end is not None else self.vad.speech_end
+                )
             if isinstance(s, TurnEndFrame | TurnEagerFrame | TurnResumedFrame):
                 step.signals.append(s)
                 self._emit(s)
