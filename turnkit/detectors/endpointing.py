@@ -105,12 +105,17 @@ ComputeMode = Literal["measured", "none", "fixed"]
 _NORMAL = NormalDist()
 # Every detector's default ceiling: no wait is longer, whatever the evidence
 # says (a turn nobody answers is the worst outcome); only a caller in the
-# middle of a digit or spelling run may extend it, to DIGIT_RUN_MS. Real
-# pauses inside a turn: median 0.20 s, p90 0.45 s, fewer than 1 in 10 over
-# 0.5 s (docs/endpointing.md); a p95 of 1.6 s from the caller's last word to
-# the agent's voice leaves about 1.1 s for the wait once LLM and TTS have had
-# theirs.
-CEILING_MS = 1000.0
+# middle of a digit or spelling run may extend it, to DIGIT_RUN_MS. A p95 of
+# 1.6 s from the caller's last word to the agent's voice, less LLM 350 and
+# TTS 150 ms, less the VAD's speech end after the last word (60-100 ms) and
+# a frame's step (32 ms), leaves at most ~970 ms: at 1000 ms a turn answered
+# at the ceiling was heard 1.60-1.62 s after its end (the real-call
+# variants' annotation-only turns). At 900 ms: 1.50-1.52 s. What it costs:
+# real pauses inside a turn are median 0.20 s, p90 0.45 s (docs/endpointing.md);
+# the hold model puts 1.0 % of them over 900 ms and 0.66 % over 1000 ms, and
+# on 473 turns of the demo, real-call, drawl, lines, noisy and unpunctuated
+# calls (wideband and telephone) no detector cut or missed one more turn.
+CEILING_MS = 900.0
 DIGIT_RUN_MS = 1200.0
 # A threshold detector's floor in a digit or spelling run: a caller reading
 # out a code of unknown length pauses between chunks, and the text looks

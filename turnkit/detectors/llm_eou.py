@@ -27,6 +27,7 @@ from pydantic_core import PydanticCustomError
 from turnkit.clock import Clock
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector, check_spec_target
 from turnkit.detectors.endpointing import (
+    CEILING_MS,
     DIGIT_RUN_FLOOR_MS,
     DIGIT_RUN_MS,
     Evidence,
@@ -79,7 +80,7 @@ class LLMEouParams(DetectorParams):
         0.0, ge=0, le=60_000, description="silence before ending when the model says complete"
     )
     max_wait_ms: float = Field(
-        1000.0,
+        CEILING_MS,
         ge=0,
         le=60_000,
         description="silence before ending when the model says incomplete: the ceiling",

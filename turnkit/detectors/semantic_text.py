@@ -25,6 +25,7 @@ from pydantic import Field, model_validator
 
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
 from turnkit.detectors.endpointing import (
+    CEILING_MS,
     DIGIT_RUN_FLOOR_MS,
     DIGIT_RUN_MS,
     Evidence,
@@ -68,7 +69,7 @@ class SemanticTextParams(DetectorParams):
     )
     min_wait_ms: float = Field(250.0, ge=0, le=60_000, description="silence when it reads finished")
     max_wait_ms: float = Field(
-        1000.0, ge=0, le=60_000, description="silence when it reads unfinished: the ceiling"
+        CEILING_MS, ge=0, le=60_000, description="silence when it reads unfinished: the ceiling"
     )
 
     @model_validator(mode="after")

@@ -37,7 +37,7 @@ from turnkit.audio.mel import WINDOW_S, smart_turn_features
 from turnkit.audio.turn_audio import TurnAudio, _Ring  # noqa: F401 - re-exported
 from turnkit.clock import Clock
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
-from turnkit.detectors.endpointing import Evidence, Score, WaitPolicy
+from turnkit.detectors.endpointing import CEILING_MS, Evidence, Score, WaitPolicy
 from turnkit.detectors.registry import DetectorSpecError, register
 
 __all__ = [
@@ -226,7 +226,7 @@ class SmartTurnParams(DetectorParams):
         200.0, ge=0, le=60_000, description="silence before ending when the model says complete"
     )
     max_wait_ms: float = Field(
-        1000.0,
+        CEILING_MS,
         ge=0,
         le=60_000,
         description="silence before ending when the model says incomplete: the ceiling",
