@@ -123,6 +123,13 @@ EMAIL_CHECK = "Sure. Is the order under the email address ending in gmail dot co
         ("Sure. Can I have the order number, please?", "Yes.", "patient"),
         # A statement of the data: a caller who answers corrects it, or not.
         ("I found an account ending in eight eight four.", "Yes.", "patient"),
+        # An offer of more: "yes" announces the request, "no" is the answer.
+        ("Is there anything else I can help you with?", "Yes.", "patient"),
+        ("Is there anything else I can help you with?", "", "snappy"),
+        ("Is there anything else I can help you with?", "No.", "snappy"),
+        ("Anything else?", "uh yeah", "patient"),
+        ("Anything else?", "no thanks", "default"),
+        ("Is there anything else I can help you with?", "yes i also need a taxi", "snappy"),
     ],
 )
 def test_a_bare_yes_to_a_check_of_the_data_is_answered_at_once(
@@ -167,6 +174,30 @@ async def test_digits_after_a_card_number_question_get_patience() -> None:
     waited_default = await d2.end_after("four one five five")
     assert waited is not None and waited_default is not None
     assert waited > waited_default
+
+
+async def test_a_yes_to_anything_else_waits_for_the_request() -> None:
+    """"Is there anything else I can help you with?" — "Yes, | I also need
+    a taxi": the text model reads the bare "yes" finished (0.96) and the
+    yes/no question chose ``snappy``, so a 0.2 s hold after it was answered
+    at 128 ms. A bare affirmation to an offer of more announces the
+    request: it waits as ``patient``; "No." is still answered at once."""
+    offer = "You're all set. Is there anything else I can help you with?"
+    yes = Drive("fused:audio=off")
+    yes.det.set_agent_text(offer)
+    await yes.frames(0.95, 0.3)
+    await yes.say("yes")
+    held = await yes.frames(0.02, 0.22)  # the hold before the request
+    assert not [f for f in held if isinstance(f, TurnEndFrame)], held
+    await yes.frames(0.95, 0.8)
+    await yes.say("yes i also need a taxi")
+    await yes.frames(0.95, 0.3)
+    out = await yes.frames(0.02, 1.0)
+    assert [f for f in out if isinstance(f, TurnEndFrame)]
+    no = Drive("fused:audio=off")
+    no.det.set_agent_text(offer)
+    waited = await no.end_after("no", speech_s=0.4)
+    assert waited is not None and waited < 0.2
 
 
 async def test_eager_signal_before_the_commit() -> None:
