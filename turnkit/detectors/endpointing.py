@@ -113,7 +113,7 @@ _NORMAL = NormalDist()
 # variants' annotation-only turns). At 900 ms: 1.50-1.52 s. What it costs:
 # real pauses inside a turn are median 0.20 s, p90 0.45 s (docs/endpointing.md);
 # the hold model puts 1.0 % of them over 900 ms and 0.66 % over 1000 ms, and
-# on 473 turns of the demo, real-call, drawl, lines, noisy and unpunctuated
+# on 676 turns of the demo, real-call, drawl, lines, noisy and unpunctuated
 # calls (wideband and telephone) no detector cut or missed one more turn.
 CEILING_MS = 900.0
 DIGIT_RUN_MS = 1200.0
