@@ -47,7 +47,7 @@ one pause state machine, which owns all the waiting:
   threshold, and no turn would open: the caller is never answered. Words
   for this turn that end :data:`OWED_SPEECH_MS` or more past the VAD's last
   speech, while it hears none, open the turn themselves; its pause is
-  timed from their end (:meth:`Endpointing._open_by_words`).
+  timed from their end (:meth:`Endpointing._unheard`).
 * **compute**: a model's cost delays the decision by the part still running
   when the turn ends — measured (wall clock), ``fixed`` (the benchmark figure
   recorded with the model, so two runs give identical figures) or ``none``.
@@ -482,20 +482,28 @@ class Endpointing:
             if self._stalled:
                 # The caller's own words after a stalled-words end: they went on.
                 self._stalled = False
-                self.turn_open = True
-                if self._audio is not None:
-                    new = [w.start for w in frame.words if w.end > self.decided_until]
-                    self._audio.turn_start = min(new) if new else self.clock.now()
-                if self.signalled:
-                    self.signalled = False
-                    out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
-            elif self._open_by_words(frame) and self.signalled:
-                self.signalled = False
-                out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
+                out += self._open_on_words(frame, self.clock.now())
+            elif self._unheard(frame):
+                self._heard_end = frame.spoken_until
+                log.debug("%s: words the VAD did not hear open the turn: %r", self.spec, frame.text)
+                out += self._open_on_words(frame, frame.words[-1].start)
         return out + await self._maybe_early()
 
-    def _open_by_words(self, frame: TranscriptFrame) -> bool:
-        """Open the turn on words the VAD did not hear: no turn is open,
+    def _open_on_words(self, frame: TranscriptFrame, start: float) -> list[SystemFrame]:
+        """The caller's words open the turn (the audio model hears it from
+        the first new word, else from ``start``); a draft or reply out for
+        the last commit is void."""
+        self.turn_open = True
+        if self._audio is not None:
+            new = [w.start for w in frame.words if w.end > self.decided_until]
+            self._audio.turn_start = min(new) if new else start
+        if not self.signalled:
+            return []
+        self.signalled = False
+        return [TurnResumedFrame(at=self.clock.now(), detector=self.spec)]
+
+    def _unheard(self, frame: TranscriptFrame) -> bool:
+        """Words the VAD did not hear, which open the turn: no turn is open,
         the VAD hears no speech now, and the turn's words end
         :data:`OWED_SPEECH_MS` or more past its last speech end (a word the
         VAD heard ends before its speech end, ~80 ms, or just after). A
@@ -506,21 +514,13 @@ class Endpointing:
         recogniser that gives none) cannot tell, as a committed turn's late
         final always arrives past the VAD's end. Model detectors only:
         ``silence:*`` stays the plain VAD timer it is compared as."""
-        if (
-            self.scorer is None
-            or self.turn_open
-            or not self._quiet
-            or not frame.words
-            or frame.spoken_until - self._speech_end < OWED_SPEECH_MS / 1000
-        ):
-            return False
-        self.turn_open = True
-        self._heard_end = frame.spoken_until
-        if self._audio is not None:
-            new = [w.start for w in frame.words if w.end > self.decided_until]
-            self._audio.turn_start = min(new) if new else frame.words[-1].start
-        log.debug("%s: words the VAD did not hear open the turn: %r", self.spec, frame.text)
-        return True
+        return (
+            self.scorer is not None
+            and not self.turn_open
+            and self._quiet
+            and bool(frame.words)
+            and frame.spoken_until - self._speech_end >= OWED_SPEECH_MS / 1000
+        )
 
     @property
     def _reads_text(self) -> bool:
