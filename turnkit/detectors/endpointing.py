@@ -85,6 +85,8 @@ from turnkit.frames import (
 )
 from turnkit.text.features import DIGITS, NUMBERS, expected_digits, trailing_digits
 from turnkit.text.lexicon import is_backchannel
+from turnkit.text.normalize import normalize_text
+from turnkit.text.numerals import spoken_numbers
 from turnkit.text.recogniser import StreamingWatch
 
 __all__ = [
@@ -181,7 +183,9 @@ _DIGIT_WORDS = frozenset(DIGITS) | NUMBERS | {"dash"}
 def in_digit_run(text: str, run: int = 2) -> bool:
     """The words end in a run of digits or spelled letters ("four one five",
     "s m i"): the caller is reading something out and pauses between chunks."""
-    words = text.lower().split()[-run:]
+    # Numerals as they are said: a recogniser writes "4 1 5", "415-555" or
+    # "4155550132" for the same digits.
+    words = spoken_numbers(normalize_text(text).split())[-run:]
     if len(words) < run:
         return False
     return all(w.isdigit() or w in _DIGIT_WORDS or (len(w) == 1 and w.isalpha()) for w in words)

@@ -3,8 +3,10 @@ revealed as they are spoken plus a transcription delay.
 
 Word times come from a turn's ``words`` where given; otherwise the words of
 its ``text`` are spread evenly over its speech spans (a word never straddles
-a hold). Text is normalised as a streaming recogniser emits it: lower case,
-no punctuation except in-word apostrophes and hyphens.
+a hold). A number read out and written as one token ("1223247942") is
+revealed digit by digit, as a streaming recogniser writes it. Text is
+normalised as a streaming recogniser emits it: lower case, no punctuation
+except in-word apostrophes and hyphens.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from turnkit.replay.recording import Recording
 from turnkit.text.normalize import normalize_text
 
 __all__ = ["OracleTranscriber", "TimedWord", "normalize_text", "oracle_words"]
+
+# A token of this many digits or more is a number read out digit by digit
+# (a phone, account or card number), not one said as a whole ("1984").
+READ_OUT_DIGITS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +64,25 @@ def _spread(
     return out
 
 
+def _read_out(
+    digits: str, start: float, end: float, spans: list[tuple[float, float]]
+) -> list[tuple[str, float, float, int]]:
+    """A number read out digit by digit and written as one token
+    ("1223247942" over 5 s, pauses between its groups): a streaming
+    recogniser writes its digits as they are said, so they are revealed
+    one by one, spread over the speech inside the token's time; revealed
+    whole at its end, the caller would sound like speech without words for
+    seconds (a stalled recogniser, which ends the turn) and the turn's text
+    would not read as a digit run through the pauses between groups."""
+    inside = [
+        (max(s, start), min(e, end), i) for i, (s, e) in enumerate(spans) if s < end and e > start
+    ]
+    if not inside:
+        return [(digits, start, end, len(spans) - 1)]
+    spread = _spread(list(digits), [(s, e) for s, e, _ in inside])
+    return [(d, s, e, inside[k][2]) for d, s, e, k in spread]
+
+
 def oracle_words(rec: Recording) -> list[TimedWord]:
     """Every caller word with its time, caller turns and backchannels."""
     out: list[TimedWord] = []
@@ -69,6 +94,9 @@ def oracle_words(rec: Recording) -> list[TimedWord]:
             for w in turn.words:
                 text = normalize_text(w.text)
                 if not text:
+                    continue
+                if text.isdigit() and len(text) >= READ_OUT_DIGITS:
+                    timed += _read_out(text, w.start, w.end, spans)
                     continue
                 idx = next(
                     (i for i, (s, e) in enumerate(spans) if w.start < e + 1e-6), len(spans) - 1

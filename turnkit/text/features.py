@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Sequence
 
 from turnkit.text.normalize import normalize_text
+from turnkit.text.numerals import spoken_numbers
 from turnkit.text.question import read_agent
 
 __all__ = [
@@ -73,8 +74,10 @@ def _canon(word: str) -> str:
 
 
 def _digit_count(tok: str) -> int:
-    if tok.isdigit():
-        return len(tok)
+    # "415-555-0132": a recogniser's grouping of the digits said.
+    bare = tok.replace("-", "")
+    if bare.isdigit():
+        return len(bare)
     return DIGITS.get(tok, 0)
 
 
@@ -137,8 +140,9 @@ def agent_context(agent_text: str) -> tuple[str, ...]:
 
 
 def text_features(text: str, agent_feats: Sequence[str]) -> list[str]:
-    """Feature strings for a normalised transcript and its agent context."""
-    words = [_canon(w) for w in normalize_text(text).split()]
+    """Feature strings for a normalised transcript and its agent context
+    (numerals said in words, :mod:`~turnkit.text.numerals`)."""
+    words = [_canon(w) for w in spoken_numbers(normalize_text(text).split())]
     words = [w for w in words if w]
     n = len(words)
     if n == 0:

@@ -36,6 +36,7 @@ import numpy as np
 
 from turnkit.text.features import FEATURE_VERSION, agent_context, feature_indices
 from turnkit.text.normalize import normalize_text
+from turnkit.text.numerals import spoken_numbers
 from turnkit.text.semantic_model import logistic
 
 __all__ = [
@@ -55,8 +56,10 @@ N_NUM = 8  # buckets for numbers written as digits, by length
 
 
 def words_of(text: str) -> list[str]:
-    """The words the model reads: normalised, apostrophes dropped (``i'm`` = ``im``)."""
-    return [w for w in (t.replace("'", "") for t in normalize_text(text).split()) if w]
+    """The words the model reads: normalised, numerals said in words
+    (:mod:`~turnkit.text.numerals`), apostrophes dropped (``i'm`` = ``im``)."""
+    said = spoken_numbers(normalize_text(text).split())
+    return [w for w in (t.replace("'", "") for t in said) if w]
 
 
 def text_ids(words: list[str], vocab: dict[str, int], max_words: int) -> list[int]:
