@@ -16,10 +16,13 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from turnkit.detectors.endpointing import in_digit_run, number_complete
-from turnkit.replay.oracle import oracle_words
+from turnkit.frames import AudioInFrame, TranscriptFrame
+from turnkit.pipeline import CollectSink, Pipeline
+from turnkit.replay.oracle import OracleTranscriber, oracle_words
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
 from turnkit.text.features import trailing_digits
@@ -184,6 +187,52 @@ def test_a_number_written_as_one_token_is_not_cut_inside(tmp_path: Path) -> None
         replay_call(load_recording(ROOT / "recordings" / "phone-digits-02"), "fused", cfg)
     )
     got = asyncio.run(replay_call(rec, "fused", cfg))
+    assert not got.turns[1].cutoffs
+    for g, w in zip(got.turns, want.turns, strict=True):
+        assert (g.response_ms, g.cutoffs, g.missed) == (w.response_ms, w.cutoffs, w.missed), (g, w)
+
+
+def test_a_number_said_in_several_words_is_written_as_it_grows(tmp_path: Path) -> None:
+    """pharmacy-natural-17 with its caller's numbers in digits: the year
+    "nineteen eighty | four" is written "1980" (and "4" after the pause); a
+    streaming recogniser shows "19" while "eighty" is still being said."""
+    rec = _written_copy(ROOT / "recordings" / "pharmacy-natural-17", tmp_path / "p17")
+    assert rec.caller_turns[1].text.startswith("It's March March 12th 1980 4")
+
+    async def run() -> list[TranscriptFrame]:
+        sink = CollectSink()
+        pipe = Pipeline([OracleTranscriber(oracle_words(rec)), sink])
+        await pipe.start()
+        n, k = 512, 0
+        while k * 0.032 < rec.caller_turns[1].end + 0.1:
+            await pipe.queue_frame(
+                AudioInFrame(at=k * 0.032, audio=np.zeros(n, np.float32), sample_rate=16000)
+            )
+            await pipe.wait_idle()
+            k += 1
+        await pipe.stop()
+        return [f for f in sink.frames if isinstance(f, TranscriptFrame)]
+
+    sent = asyncio.run(run())
+    texts = [f.text for f in sent]
+    grown = texts.index("it's march march 12th 1980")
+    assert texts[grown - 1] == "it's march march 12th 19"
+    assert texts[-1] == "it's march march 12th 1980 4"
+    assert [w.text for w in sent[-1].words] == ["it's", "march", "march", "12th", "1980", "4"]
+
+
+@pytest.mark.parametrize("detector", ["fused", "semantic-text"])
+def test_a_date_written_in_digits_is_not_cut_inside(detector: str, tmp_path: Path) -> None:
+    """Written whole at its end, "1980" left 0.8 s of speech with no new word
+    after "it's march march 12th", which reads finished: the stalled-words
+    rule ended the turn inside the year: semantic-text cut it, and fused
+    too before numerals were read as they are said."""
+    rec = _written_copy(ROOT / "recordings" / "pharmacy-natural-17", tmp_path / "p17")
+    cfg = ReplayConfig(compute="fixed")
+    got = asyncio.run(replay_call(rec, detector, cfg))
+    want = asyncio.run(
+        replay_call(load_recording(ROOT / "recordings" / "pharmacy-natural-17"), detector, cfg)
+    )
     assert not got.turns[1].cutoffs
     for g, w in zip(got.turns, want.turns, strict=True):
         assert (g.response_ms, g.cutoffs, g.missed) == (w.response_ms, w.cutoffs, w.missed), (g, w)

@@ -18,6 +18,7 @@ from turnkit.frames import AudioInFrame, Frame, TranscriptFrame, Word
 from turnkit.pipeline import FrameDirection, FrameProcessor
 from turnkit.replay.recording import Recording
 from turnkit.text.normalize import normalize_text
+from turnkit.text.numerals import spoken_number
 
 __all__ = ["OracleTranscriber", "TimedWord", "normalize_text", "oracle_words"]
 
@@ -37,6 +38,9 @@ class TimedWord:
     end: float
     segment: int  # utterance index (a caller turn or a backchannel)
     last_in_span: bool
+    # The text replaces the segment's last word: the same word grown (an
+    # interim "19" of "1984").
+    grows: bool = False
 
 
 def _spread(
@@ -83,12 +87,36 @@ def _read_out(
     return [(d, s, e, inside[k][2]) for d, s, e, k in spread]
 
 
+def _said_first(digits: str) -> tuple[float, str] | None:
+    """A number of two to four digits said in more than one word ("1984":
+    nineteen eighty four) as a streaming recogniser first writes it: the
+    digits of its first part ("19") and the share of the number's words
+    said by then; None for a number said in one word ("15") or not such a
+    token. Written whole at its end, its first part's pause-free speech
+    would have no words to show (the stalled-words rule ends a turn after
+    0.8 s of that) and the turn's text would read as before the number."""
+    if not (2 <= len(digits) <= 4 and digits.isdigit()) or digits[0] == "0":
+        return None
+    said = spoken_number(digits)
+    if len(said) < 2:
+        return None
+    if len(digits) == 2:  # "45": forty | five
+        part = digits[0] + "0"
+    elif said[1] == "thousand":  # "2005": two | thousand five
+        part = digits[0]
+    else:  # "930": nine | thirty, "1984": nineteen | eighty four
+        part = digits[: len(digits) - 2]
+    first = len(spoken_number(part))
+    return first / len(said), part
+
+
 def oracle_words(rec: Recording) -> list[TimedWord]:
     """Every caller word with its time, caller turns and backchannels."""
     out: list[TimedWord] = []
     segment = 0
     for turn in rec.caller_turns:
         spans = turn.speech_spans()
+        grown: set[int] = set()  # indices of words that grow the one before
         if turn.words:
             timed = []
             for w in turn.words:
@@ -101,12 +129,17 @@ def oracle_words(rec: Recording) -> list[TimedWord]:
                 idx = next(
                     (i for i, (s, e) in enumerate(spans) if w.start < e + 1e-6), len(spans) - 1
                 )
+                head = _said_first(text)
+                if head is not None:
+                    share, part = head
+                    timed.append((part, w.start, w.start + share * (w.end - w.start), idx))
+                    grown.add(len(timed))
                 timed.append((text, w.start, w.end, idx))
         else:
             timed = _spread(normalize_text(turn.text).split(), spans)
         for j, (text, s, e, span) in enumerate(timed):
             last = j == len(timed) - 1 or timed[j + 1][3] != span
-            out.append(TimedWord(text, s, e, segment, last))
+            out.append(TimedWord(text, s, e, segment, last, j in grown))
         segment += 1
     for bc in rec.backchannels:
         timed = _spread(normalize_text(bc.text).split(), [(bc.start, bc.end)])
@@ -173,9 +206,17 @@ class OracleTranscriber(FrameProcessor):
         by one audio frame), available when its last word was due."""
         last = run[-1]
         seg, text = self._text.get(last.segment, ([], ""))
-        seg.extend(Word(text=w.text, start=w.start, end=w.end) for w in run)
-        new = " ".join(w.text for w in run)
-        text = f"{text} {new}" if text else new
+        if any(w.grows for w in run):
+            # A word grown (an interim "19" become "1984"): rebuilt, rare.
+            for w in run:
+                if w.grows and seg:
+                    seg.pop()
+                seg.append(Word(text=w.text, start=w.start, end=w.end))
+            text = " ".join(w.text for w in seg)
+        else:
+            seg.extend(Word(text=w.text, start=w.start, end=w.end) for w in run)
+            new = " ".join(w.text for w in run)
+            text = f"{text} {new}" if text else new
         self._text[last.segment] = (seg, text)
         await self.push_frame(
             TranscriptFrame(
