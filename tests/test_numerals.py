@@ -236,3 +236,12 @@ def test_a_date_written_in_digits_is_not_cut_inside(detector: str, tmp_path: Pat
     assert not got.turns[1].cutoffs
     for g, w in zip(got.turns, want.turns, strict=True):
         assert (g.response_ms, g.cutoffs, g.missed) == (w.response_ms, w.cutoffs, w.missed), (g, w)
+
+
+def test_the_groups_of_a_number_read_out_are_read_digit_by_digit() -> None:
+    said = " ".join(spoken_numbers(["my", "number", "is", "415", "555", "0132"]))
+    assert said == "my number is four one five five five five oh one three two"
+    assert " ".join(spoken_numbers(["4", "0", "1", "5", "5"])) == "four oh one five five"
+    # A time and a house number stay numbers said whole.
+    assert " ".join(spoken_numbers(["after", "11", "15"])) == "after eleven fifteen"
+    assert " ".join(spoken_numbers(["room", "415"])) == "room four fifteen"

@@ -16,7 +16,9 @@ digits as a cardinal ("45": forty five); three and four in pairs as times,
 years and house numbers are ("930": nine thirty, "151": one fifty one,
 "1984": nineteen eighty four, "1500": fifteen hundred, "2005": two thousand
 five); an ordinal suffix as an ordinal ("21st": twenty first); digits and
-letters mixed as a code read out ("7gh2": seven g h two).
+letters mixed as a code read out ("7gh2": seven g h two); and the groups
+of a number read out ("415 555 0132": five digits or more in a row of digit
+tokens) digit by digit, each.
 
 Only what the models read is rewritten (:func:`spoken_numbers`): the digit
 counts the endpointing reads (a run of digits, how many the field wants) are
@@ -51,9 +53,11 @@ _PIECES = re.compile(r"\d+|[^\W\d_]+")
 _UNITS = frozenset({"am", "pm"})
 
 
-def _digits(s: str) -> list[str]:
-    # Read digit by digit, a zero is said "oh" ("oh one two two three").
-    return [_ONES[int(c)] if len(s) == 1 or c != "0" else "oh" for c in s]
+def _digits(s: str, oh: bool | None = None) -> list[str]:
+    # Read digit by digit, a zero is said "oh" ("oh one two two three");
+    # a lone "0" is "zero" unless it is one group of a number read out.
+    oh = len(s) > 1 if oh is None else oh
+    return ["oh" if c == "0" and oh else _ONES[int(c)] for c in s]
 
 
 def _pair(s: str) -> list[str]:
@@ -121,15 +125,32 @@ def spoken_number(token: str) -> list[str]:
     return out
 
 
+def _read_out(src: list[str]) -> set[int]:
+    """Indices of numeral tokens in a group read out digit by digit: a run
+    of digit tokens holding five digits or more ("415 555 0132": a phone
+    number's groups), where "415" alone would be said "four fifteen"."""
+    out: set[int] = set()
+    i = 0
+    while i < len(src):
+        j = i
+        while j < len(src) and src[j].replace("-", "").isdigit():
+            j += 1
+        if j - i >= 2 and sum(len(t.replace("-", "")) for t in src[i:j]) >= 5:
+            out.update(range(i, j))
+        i = max(j, i + 1)
+    return out
+
+
 def spoken_numbers(words: Iterable[str]) -> list[str]:
     """Normalised words with every numeral token said in words; a time's
     "a m" / "p m" (a recogniser's "p.m." normalised) joined after one."""
     src = list(words)
+    grouped = _read_out(src)
     out: list[str] = []
     i = 0
     while i < len(src):
         w = src[i]
-        said = spoken_number(w)
+        said = _digits(w.replace("-", ""), oh=True) if i in grouped else spoken_number(w)
         out += said
         i += 1
         if said != [w] and i + 1 < len(src) and src[i] in ("a", "p") and src[i + 1] == "m":
