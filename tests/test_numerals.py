@@ -245,3 +245,12 @@ def test_the_groups_of_a_number_read_out_are_read_digit_by_digit() -> None:
     # A time and a house number stay numbers said whole.
     assert " ".join(spoken_numbers(["after", "11", "15"])) == "after eleven fifteen"
     assert " ".join(spoken_numbers(["room", "415"])) == "room four fifteen"
+
+
+def test_letters_spelled_and_written_hyphenated_are_a_spelling_run() -> None:
+    assert spoken_number("s-m-i-t-h") == ["s", "m", "i", "t", "h"]
+    assert spoken_number("a-1-2") == ["a", "one", "two"]
+    assert spoken_number("wi-fi") == ["wi-fi"]
+    assert spoken_number("uh-huh") == ["uh-huh"]
+    assert in_digit_run("it's spelled S-M-I")
+    assert not in_digit_run("the wi-fi")

@@ -18,7 +18,8 @@ years and house numbers are ("930": nine thirty, "151": one fifty one,
 five); an ordinal suffix as an ordinal ("21st": twenty first); digits and
 letters mixed as a code read out ("7gh2": seven g h two); and the groups
 of a number read out ("415 555 0132": five digits or more in a row of digit
-tokens) digit by digit, each.
+tokens) digit by digit, each. Letters spelled out and written hyphenated
+("s-m-i-t-h") are read as the letters they are.
 
 Only what the models read is rewritten (:func:`spoken_numbers`): the digit
 counts the endpointing reads (a run of digits, how many the field wants) are
@@ -95,8 +96,12 @@ def _cardinal_said(s: str) -> list[str]:
 
 def spoken_number(token: str) -> list[str]:
     """One recogniser token as the words a caller says for it (the token
-    itself when it holds no digit)."""
+    itself when it holds no digit and is no spelling)."""
     if not _HAS_DIGIT.search(token):
+        parts = token.split("-")
+        if len(parts) >= 2 and all(len(p) == 1 and p.isalpha() for p in parts):
+            # Letters spelled out, written hyphenated ("s-m-i-t-h").
+            return parts
         return [token]
     m = _ORDINAL_TOKEN.match(token)
     if m and not m.group(1).startswith("0") and len(m.group(1)) <= 4:
