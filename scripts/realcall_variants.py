@@ -2,7 +2,7 @@
 """Real-call-like variants of the natural demo calls, for replay checks.
 
     python scripts/realcall_variants.py --out /tmp/realcalls [--only NAME]
-        [--noisy | --drawl | --lines | --plain]
+        [--noisy | --drawl | --fillhold | --lines | --plain]
 
 Real telephone calls are not shaped like the demo corpus: a caller says two
 or three things in a row while the clerk says nothing, talks over the end of
@@ -624,9 +624,12 @@ def _is_filler(word: dict[str, Any]) -> bool:
     return str(word["text"]).lower().strip(",.!?") in FILLERS
 
 
-def _lengthen(call: Call, at: float, extra: float, chunk_s: float = 0.12) -> Call:
+def _lengthen(
+    call: Call, at: float, extra: float, chunk_s: float = 0.12, source: float | None = None
+) -> Call:
     """``extra`` seconds more of the caller's sound at ``at``: up to
-    ``chunk_s`` around it repeated with 10 ms crossfades, each copy
+    ``chunk_s`` around it (around ``source`` if given) repeated with 10 ms
+    crossfades, each copy
     retimed by up to ±5 % and scaled by up to ±10 % (a held vowel wavers; a
     copy looped unchanged is a steady tone, and Silero stops calling it
     speech after ~0.3 s); silence on the agent's channel. Every label after
@@ -637,7 +640,8 @@ def _lengthen(call: Call, at: float, extra: float, chunk_s: float = 0.12) -> Cal
     rng = np.random.default_rng(round(at * 1000))
     a, n = round(at * rate), round(extra * rate)
     half, xf = int(chunk_s / 2 * rate), int(0.01 * rate)
-    src = out.caller[a - half : a + half].astype(np.float64)
+    c = a if source is None else round(source * rate)
+    src = out.caller[c - half : c + half].astype(np.float64)
     fade = np.linspace(0.0, 1.0, xf)
     held = src.copy()
     while len(held) < n:
@@ -704,6 +708,58 @@ def drawn_fillers(call: Call, seconds: float = 0.9, written: bool = True) -> Cal
     return out
 
 
+def filler_in_hold(call: Call, seconds: float = 1.2, written: bool = True) -> Call:
+    """A held "uhhhh" of ``seconds`` in each of the caller's comma holds
+    ("From Chicago, uhhhh, and uh I'd like…"): the caller's own filler sound
+    (the call's first "uh"/"um", drawn out as :func:`drawn_fillers` does)
+    put in 50 ms into the hold, after words that often read finished, as a
+    non-native caller holds a filler while finding the next words.
+    ``written``: the recogniser writes it, as one "uh" at its end; else it
+    is left out."""
+    fillers = [w for t in call.of("caller_turn") for w in t.get("words") or [] if _is_filler(w)]
+    if not fillers:
+        return call
+    f = fillers[0]
+    out = call
+    done = 0
+    while True:
+        holds = [
+            h
+            for t in out.of("caller_turn")
+            for h in t.get("holds") or []
+            if h.get("kind") == "comma"
+        ][done:]
+        if not holds:
+            return out
+        h = holds[0]
+        at = h["start"] + 0.05
+        f = next(w for t in out.of("caller_turn") for w in t.get("words") or [] if _is_filler(w))
+        out = _lengthen(
+            out,
+            at,
+            seconds,
+            chunk_s=min(0.12, max(0.03, f["end"] - f["start"] - 0.01)),
+            source=(f["start"] + f["end"]) / 2,
+        )
+        turn = next(t for t in out.of("caller_turn") if t["start"] <= at <= t["end"])
+        # The hold is now speech, then what was left of the pause.
+        for hold in turn.get("holds") or []:
+            if abs(hold["start"] - h["start"]) < 1e-6:
+                hold["start"] = round(at + seconds, 4)
+        spans = []
+        for x, y in turn["spans"]:
+            if abs(y - h["start"]) < 1e-6:
+                spans += [[x, y], [round(at, 4), round(at + seconds, 4)]]
+            else:
+                spans.append([x, y])
+        turn["spans"] = spans
+        if written:
+            words = turn["words"]
+            k = next(i for i, w in enumerate(words) if w["start"] > at)
+            words.insert(k, {"text": "uh", "start": round(at, 4), "end": round(at + seconds, 4)})
+        done += 1
+
+
 def line(call: Call, kind: str, seed: int = 0) -> Call:
     """The caller's channel through a poor line (labels unchanged): a DC
     offset of 0.05 ("dc"), mains hum at 60 Hz, -35 dBFS ("hum60"), hiss at
@@ -754,6 +810,13 @@ DRAWL: list[Variant] = [
     for source in NATURAL
     for kind in ("kept", "dropped")
 ]
+# ...and one who holds "uhhhh" for 1.2 s in a pause after a phrase that
+# reads finished (--fillhold): the filler written or dropped.
+FILLHOLD: list[Variant] = [
+    (f"fillhold-{kind}", source, lambda c, w=(kind == "kept"): filler_in_hold(c, 1.2, w), {})
+    for source in NATURAL
+    for kind in ("kept", "dropped")
+]
 
 
 def build(
@@ -784,6 +847,12 @@ def main(argv: list[str] | None = None) -> int:
         "written or dropped by the recogniser) instead",
     )
     ap.add_argument(
+        "--fillhold",
+        action="store_true",
+        help="write the held-filler variants (FILLHOLD: a 1.2 s 'uhhhh' in each comma "
+        "pause, written or dropped by the recogniser) instead",
+    )
+    ap.add_argument(
         "--lines",
         action="store_true",
         help="write the poor-line variants (LINES: DC offset, hum, hiss, clipping) instead",
@@ -797,7 +866,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.out.exists():
         shutil.rmtree(args.out)
-    sets = {"noisy": NOISY, "drawl": DRAWL, "lines": LINES, "plain": PLAIN}
+    sets = {
+        "noisy": NOISY,
+        "drawl": DRAWL,
+        "fillhold": FILLHOLD,
+        "lines": LINES,
+        "plain": PLAIN,
+    }
     chosen = next((v for flag, v in sets.items() if getattr(args, flag)), VARIANTS)
     for name, source, edit, opts in chosen:
         if args.only and args.only not in f"{source}-{name}":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import FRAME_S, DetectorDriver
 
@@ -325,6 +326,55 @@ async def test_how_long_words_may_stop_under_a_voice_depends_on_how_finished_the
     await _streamed_turn(d, text)
     last_word = d.t
     out = await d.frames(0.9, 3.0)
+    ends = [(at, s) for at, s in out if isinstance(s, TurnEndFrame)]
+    assert len(ends) == 1 and "no new words" in ends[0][1].reason
+    assert ends[0][0] - last_word == pytest.approx(after_ms / 1000, abs=FRAME_S + 1e-6)
+
+
+@pytest.mark.parametrize(
+    ("after_db", "p", "after_ms"),
+    [
+        (-20.0, 0.95, STALLED_SURE_MS),  # a television under the line
+        (-8.0, 0.95, STALLED_SURE_MS),
+        (0.0, 0.95, STALLED_OPEN_MS),  # the caller's own "uhhhh"
+        (-3.0, 0.95, STALLED_OPEN_MS),
+        (6.0, 0.7, STALLED_OPEN_MS),
+    ],
+)
+async def test_the_callers_own_sound_without_words_is_not_a_stall(
+    after_db: float, p: float, after_ms: float
+) -> None:
+    """With a fake scorer (named so) of a fixed p and noise for a voice: a
+    caller who holds "uhhhh" after words that read finished ("... if they
+    have free internet, uhhhh, free parking": SpokenWOZ's callers hold
+    fillers 1-1.8 s) sounds as loud as their words, and the recogniser
+    writes nothing through it; STALLED_SURE_MS ended the turn inside the
+    filler. A sound within OWN_VOICE_DB of the caller's speech level is
+    theirs and ends a stalled turn only at STALLED_OPEN_MS; a softer one
+    (a voice under the line) as before. The caller's level is learnt from
+    the frames inside their words' times; without word times it stays
+    unknown and the rule is the words' alone (the tests above)."""
+    pol = WaitPolicy(mode="continuous", min_wait_ms=120, max_wait_ms=1000, eager=0.9)
+    d = DetectorDriver(FakeDetector(FakeScorer(p), pol))
+    rng = np.random.default_rng(0)
+    text = "i want to change my delivery address"
+    speech = 0.3 * len(text.split())
+    level = np.concatenate(
+        [np.full(round(speech * 16000), 0.1), np.full(3 * 16000, 0.1 * 10 ** (after_db / 20))]
+    )
+    d.audio = (rng.standard_normal(level.size) * level).astype(np.float32)
+    words: list[Word] = []
+    for w in text.split():
+        start = d.t
+        await d.speak(0.3)
+        words.append(Word(text=w, start=start, end=d.t))
+        await d.det.on_transcript(
+            TranscriptFrame(
+                at=d.t, text=" ".join(x.text for x in words), spoken_until=d.t, words=list(words)
+            )
+        )
+    last_word = d.t
+    out = await d.frames(0.9, 2.9)
     ends = [(at, s) for at, s in out if isinstance(s, TurnEndFrame)]
     assert len(ends) == 1 and "no new words" in ends[0][1].reason
     assert ends[0][0] - last_word == pytest.approx(after_ms / 1000, abs=FRAME_S + 1e-6)

@@ -351,3 +351,20 @@ def test_agent_lines_without_punctuation_are_read_as_punctuated(tmp_path: Path) 
     for g, w in zip(got.turns, want.turns, strict=True):
         assert g.cutoffs == w.cutoffs and g.missed == w.missed
         assert abs((g.response_ms or 0) - (w.response_ms or 0)) < 150
+
+
+def test_a_filler_held_in_a_pause_after_finished_words_is_not_a_stall(tmp_path: Path) -> None:
+    """travel-natural-16 with the caller holding "uhhhh" 1.2 s in each pause
+    after a comma ("From Chicago, uhhhh, and uh I'd like…", "The nine
+    thirty, uhhhh, the nine thirty one…"; the filler written at its end):
+    the VAD hears the caller's own voice with no new word, and the
+    stalled-words rule ended both turns inside the filler (800 ms after
+    words that read finished, 1216 ms after a read-out run). The sound is
+    as loud as the caller's words, so it is theirs: neither turn is cut."""
+    call = rv.filler_in_hold(rv.Call.load(RECORDINGS / "travel-natural-16"), 1.2, True)
+    turns = call.of("caller_turn")
+    assert any(w["text"] == "uh" and w["end"] - w["start"] > 1.1 for w in turns[1]["words"])
+    rec = _save(call, tmp_path / "fillhold", "travel-natural-16-fillhold-kept")
+    score = _replay(rec, "fused")
+    assert not score.turns[1].interrupted and not score.turns[2].interrupted, score.turns
+    assert not [t.turn for t in score.turns if t.missed]

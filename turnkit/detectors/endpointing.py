@@ -72,6 +72,7 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from turnkit.audio.level import frame_energy_db
 from turnkit.audio.turn_audio import TurnAudio
 from turnkit.audio.vad import VADStep
 from turnkit.clock import Clock
@@ -82,6 +83,7 @@ from turnkit.frames import (
     TurnEagerFrame,
     TurnEndFrame,
     TurnResumedFrame,
+    Word,
 )
 from turnkit.text.features import DIGITS, NUMBERS, expected_digits, trailing_digits
 from turnkit.text.lexicon import is_backchannel
@@ -160,6 +162,27 @@ STALLED_OPEN_MS = 2.0 * STALLED_MS
 # no turn that 1200 ms did not, 600 ms cut one more (fused) and 3
 # (semantic-text).
 STALLED_SURE_MS = 800.0
+# ...unless the wordless sound is the caller's own voice: its level (median
+# of its frames) within OWN_VOICE_DB of the caller's speech level (median of
+# the speech frames heard while they said the words the recogniser wrote, by
+# the words' times, the last VOICE_FRAMES of them; at least VOICE_MIN_FRAMES
+# before it is known). A caller's drawn-out "uhhhh"
+# is as loud as their words or louder (the drawl variants' 0.9 s fillers:
+# -1 to +14 dB against the median of their word frames); a television, an
+# office or a fan under the line is softer (the noisy variants, at the
+# moment their stalls ended turns: -5.6 to -22 dB). Real non-native callers
+# hold fillers 1-1.8 s (SpokenWOZ's word times): after words that read
+# finished ("... if they have free internet, uhhhh, free parking"),
+# STALLED_SURE_MS ended the turn inside the filler. The caller's own sound
+# ends a stalled turn only at STALLED_OPEN_MS, whatever the words read.
+OWN_VOICE_DB = 5.0
+VOICE_FRAMES = 400
+VOICE_MIN_FRAMES = 20
+# Speech frames kept (with their time) until the words spoken over them come:
+# 2 s, longer than any recogniser's lag.
+RECENT_FRAMES = 64
+# Frames quieter than this are no level at all (digital silence).
+SILENT_DB = -90.0
 # After a stalled-words end, this much silence clears it: the next speech
 # opens a turn again even without words (gaps in a background voice are
 # shorter; a caller stranded by a recogniser that writes nothing is not).
@@ -396,6 +419,14 @@ class Endpointing:
         # Speech the VAD heard in the open turn since its words last changed
         # (ms; None: no words yet), for the stalled-words end.
         self._wordless_ms: float | None = None
+        self._wordless_db: list[float] = []  # the levels of those frames
+        # Levels of speech frames heard while the caller's words came: their
+        # voice's level, against which a wordless sound is judged.
+        self._voice_db: deque[float] = deque(maxlen=VOICE_FRAMES)
+        # Speech frames (their middle's time, level) whose words may not be
+        # written yet, and how far the words written so far were spoken.
+        self._recent_db: deque[tuple[float, float]] = deque(maxlen=RECENT_FRAMES)
+        self._voiced_until = 0.0
         self._streaming = StreamingWatch()  # does the recogniser write words mid-speech?
         # The agent has spoken since the last commit (or none yet): a turn
         # opened now is a new one, not the last one going on after a reply
@@ -482,6 +513,8 @@ class Endpointing:
         out: list[SystemFrame] = []
         if changed and self.turn_text():
             self._wordless_ms = 0.0
+            self._wordless_db = []
+            self._learn_voice(frame.words)
             self._streaming.heard(mid_speech=not self._quiet)
             if self._stalled:
                 # The caller's own words after a stalled-words end: they went on.
@@ -578,6 +611,31 @@ class Endpointing:
             return False
         return self._wordless_ms >= STALLED_SURE_MS - 1e-6
 
+    def _learn_voice(self, words: list[Word]) -> None:
+        """The speech frames heard inside the words just written (by their
+        times, however late the recogniser wrote them) are the caller's
+        voice. Without word times nothing is learnt: the level stays
+        unknown, and a stall is judged on the words alone."""
+        new = [w for w in words if w.end > self._voiced_until]
+        if not new:
+            return
+        until = max(w.end for w in new)
+        while self._recent_db and self._recent_db[0][0] < until:
+            at, db = self._recent_db.popleft()
+            if any(w.start <= at <= w.end for w in new):
+                self._voice_db.append(db)
+        self._voiced_until = until
+
+    def own_voice(self) -> bool:
+        """The wordless sound since the words last changed is the caller's
+        own voice (a drawn-out filler, a word the recogniser has not
+        written yet): its level within :data:`OWN_VOICE_DB` of the caller's
+        speech level. False while either level is unknown."""
+        if len(self._voice_db) < VOICE_MIN_FRAMES or not self._wordless_db:
+            return False
+        voice = float(np.median(np.fromiter(self._voice_db, float)))
+        return float(np.median(self._wordless_db)) >= voice - OWN_VOICE_DB
+
     async def _stall_verdict(self, policy: WaitPolicy) -> str | None:
         """Whether a stalled turn ends now (:meth:`stalled`): a reason's tail,
         or None to keep listening. A scorer that reads text judges the words
@@ -589,6 +647,8 @@ class Endpointing:
         assert self._wordless_ms is not None
         if self._wordless_ms >= STALLED_OPEN_MS - 1e-6:
             return ""
+        if self.own_voice():
+            return None
         long = self._wordless_ms >= STALLED_MS - 1e-6
         if not self._reads_text:
             return "" if long else None
@@ -622,6 +682,10 @@ class Endpointing:
                 return out
             self._stalled = False
         if vad.speaking and self.turn_open and self._wordless_ms is not None:
+            db = frame_energy_db(frame.audio, frame.sample_rate)
+            if db > SILENT_DB:
+                self._recent_db.append((frame.at + frame_ms / 2000.0, db))
+                self._wordless_db.append(db)
             self._wordless_ms += frame_ms
         opening = vad.speaking and not self.turn_open
         if vad.speaking:
@@ -869,6 +933,7 @@ class Endpointing:
         self.decided_until = pause.speech_end
         self._pause = None
         self._wordless_ms = None
+        self._wordless_db = []
         self._heard_end = None
         if self._audio is not None:
             self._audio.turn_start = None
