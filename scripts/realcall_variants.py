@@ -716,10 +716,8 @@ def filler_in_hold(call: Call, seconds: float = 1.2, written: bool = True) -> Ca
     non-native caller holds a filler while finding the next words.
     ``written``: the recogniser writes it, as one "uh" at its end; else it
     is left out."""
-    fillers = [w for t in call.of("caller_turn") for w in t.get("words") or [] if _is_filler(w)]
-    if not fillers:
+    if not any(_is_filler(w) for t in call.of("caller_turn") for w in t.get("words") or []):
         return call
-    f = fillers[0]
     out = call
     done = 0
     while True:

@@ -682,10 +682,15 @@ class Endpointing:
                 return out
             self._stalled = False
         if vad.speaking and self.turn_open and self._wordless_ms is not None:
-            db = frame_energy_db(frame.audio, frame.sample_rate)
-            if db > SILENT_DB:
-                self._recent_db.append((frame.at + frame_ms / 2000.0, db))
-                self._wordless_db.append(db)
+            # Levels for the stalled-words rule: model detectors only; the
+            # wordless sound's are read no further than STALLED_OPEN_MS,
+            # where the rule ends the turn whatever they say.
+            if self.scorer is not None:
+                db = frame_energy_db(frame.audio, frame.sample_rate)
+                if db > SILENT_DB:
+                    self._recent_db.append((frame.at + frame_ms / 2000.0, db))
+                    if self._wordless_ms < STALLED_OPEN_MS:
+                        self._wordless_db.append(db)
             self._wordless_ms += frame_ms
         opening = vad.speaking and not self.turn_open
         if vad.speaking:

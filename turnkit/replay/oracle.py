@@ -18,13 +18,9 @@ from turnkit.frames import AudioInFrame, Frame, TranscriptFrame, Word
 from turnkit.pipeline import FrameDirection, FrameProcessor
 from turnkit.replay.recording import Recording
 from turnkit.text.normalize import normalize_text
-from turnkit.text.numerals import spoken_number
+from turnkit.text.numerals import READ_OUT_DIGITS, spoken_number
 
 __all__ = ["OracleTranscriber", "TimedWord", "normalize_text", "oracle_words"]
-
-# A token of this many digits or more is a number read out digit by digit
-# (a phone, account or card number), not one said as a whole ("1984").
-READ_OUT_DIGITS = 5
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,14 +21,15 @@ of a number read out ("415 555 0132": five digits or more in a row of digit
 tokens) digit by digit, each. Letters spelled out and written hyphenated
 ("s-m-i-t-h") are read as the letters they are.
 
-Only what the models read is rewritten (:func:`spoken_numbers`): the digit
-counts the endpointing reads (a run of digits, how many the field wants) are
-taken from the transcript as written.
+What the models read and whether the words end in a digit run
+(:func:`spoken_numbers`) use these readings; how many digits were read out
+(against the length the field wants) is counted from the transcript as
+written.
 
 Example::
 
     >>> " ".join(spoken_numbers("on the 15th at 8 p m".split()))
-    'on the fifteenth at eight p m'
+    'on the fifteenth at eight pm'
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["spoken_number", "spoken_numbers"]
+__all__ = ["READ_OUT_DIGITS", "spoken_number", "spoken_numbers"]
+
+# A number of this many digits or more is read out digit by digit (a phone,
+# account or card number), not said as a whole ("1984").
+READ_OUT_DIGITS = 5
 
 _ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 _TEENS = [
@@ -115,7 +120,7 @@ def spoken_number(token: str) -> list[str]:
             last = last + "th"
         return [*words[:-1], last]
     if token.isdigit():
-        if len(token) >= 5 or (len(token) > 1 and token[0] == "0"):
+        if len(token) >= READ_OUT_DIGITS or (len(token) > 1 and token[0] == "0"):
             return _digits(token)
         return _cardinal_said(token)
     pieces = _PIECES.findall(token)
@@ -140,7 +145,7 @@ def _read_out(src: list[str]) -> set[int]:
         j = i
         while j < len(src) and src[j].replace("-", "").isdigit():
             j += 1
-        if j - i >= 2 and sum(len(t.replace("-", "")) for t in src[i:j]) >= 5:
+        if j - i >= 2 and sum(len(t.replace("-", "")) for t in src[i:j]) >= READ_OUT_DIGITS:
             out.update(range(i, j))
         i = max(j, i + 1)
     return out
