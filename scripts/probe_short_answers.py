@@ -18,7 +18,9 @@ holds), answers in forms the model reads unfinished (a past time after
 post?", "april nine": ends; "the nine of": holds; data for them was tried
 and not shipped, see the training script), reactions to an offer or news
 ("okay i can live with that", "oh that's slow": ends) and announcements of
-more ("and one other thing": holds), a caller's problem or reason ("the
+more ("and one other thing": holds), a bare affirmation after an offer of
+more ("oh yeah" after "anything else I can sort out for you?": holds) beside a
+close or a yes with its request there (ends), a caller's problem or reason ("the
 heater broke" after an open service line or a "why": ends; "someone used
 my": holds), and bare phrases after an open "how
 can I help you?" (not labelled: printed to show how far the reading carries
@@ -148,6 +150,20 @@ ANNOUNCE_HOLDS = [
     ("Anything else I can do for you?", ["and one other thing", "i also have a question", "oh there's another thing", "yeah i got another question", "and also i wanted to ask"]),
     ("Your account is all up to date.", ["what i'd like to know is", "so the issue is", "the other thing is", "my problem is", "okay and also one thing"]),
 ]  # fmt: skip
+# After an offer of more, worded apart from the training lists
+# (more_offer_examples; each line names the "else" field, the only way the
+# model reads an offer of more): a bare affirmation (holds: the request is
+# to come) and a refusal or close, or a yes with its request (ends).
+MORE_YES_HOLDS = [
+    ("Anything else I can sort out for you?", ["yeah sure", "oh yeah", "yes i have", "well actually yes", "um yes please"]),
+    ("Is there something else you wanted today?", ["yes", "yeah um", "oh yes there's", "uh yeah", "yes actually"]),
+    ("Would you like help with something else?", ["yes", "yeah", "mhm yes", "yes i would"]),
+]  # fmt: skip
+MORE_CLOSE_ENDS = [
+    ("Anything else I can sort out for you?", ["no that's great cheers", "nah i'm good", "nothing more thanks", "that covers it", "no that's all sorted thank you"]),
+    ("Is there something else you wanted today?", ["no", "no that's fine", "no all done thanks", "i'm okay thanks bye"]),
+    ("Would you like help with something else?", ["yes i'd like to pay my bill", "yeah can you check my balance", "no thanks that's everything"]),
+]  # fmt: skip
 # A past time after a past-time question (one naming a field too: "in
 # march" after "when did you change your phone number?" reads 0.01, the
 # field read as a number being asked for), an option after a question
@@ -211,6 +227,8 @@ def main() -> None:
         ("the caller's question stopped open (holds)", QUESTION_HOLDS),
         ("a reaction to an offer or news (ends)", REACTION_ENDS),
         ("an announcement of more to come (holds)", ANNOUNCE_HOLDS),
+        ("a bare yes after an offer of more (holds)", MORE_YES_HOLDS),
+        ("a close, or a yes with its request, after an offer of more (ends)", MORE_CLOSE_ENDS),
         ("a past time, an option, a date with a cardinal day (ends)", FORM_ENDS),
         ("the date or time cut short (holds)", FORM_HOLDS),
         ("a caller's problem or reason stated (ends)", PROBLEM_ENDS),
