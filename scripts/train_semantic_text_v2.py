@@ -525,10 +525,10 @@ moves it) and "Sorry, | actually make that Friday" ("sorry" 0.66 → 0.70);
 the billing call's account number waits 160 ms longer (0.27 → 0.11). At
 5e-4 the same two cuts. The replay corpora answer no offer of more with a
 bare "yes", and ``fused`` (the default) already holds there by its
-profile: not worth two more cut demo turns. A fix that leaves the other
-readings alone is a model whose unrelated readings do not drift with each
-fine-tune (or a rule in ``semantic-text``'s policy like ``fused``'s
-profile); left.
+profile: not worth two more cut demo turns. Built instead: the threshold
+detectors' floor there (``endpointing.ANNOUNCE_FLOOR_MS``, 520 ms, decided by
+``turnkit.text.question.announces_more`` as ``fused``'s profile is); the
+reading itself stays inverted.
 
 Tried after stage 5 and not shipped (2026-12-03): an agreement or refusal
 said twice ("yes yes", "okay okay thanks", ``repeat_answer_examples``,

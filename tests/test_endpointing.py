@@ -14,6 +14,7 @@ from turnkit.clock import VirtualClock
 from turnkit.detectors import create_detector
 from turnkit.detectors.base import EndOfTurnDetector
 from turnkit.detectors.endpointing import (
+    ANNOUNCE_FLOOR_MS,
     DIGIT_RUN_FLOOR_MS,
     STALLED_MS,
     STALLED_OPEN_MS,
@@ -648,6 +649,38 @@ async def test_a_number_as_long_as_the_field_asked_for_gets_no_digit_run_wait() 
 )
 def test_number_complete(agent: str, text: str, whole: bool) -> None:
     assert number_complete(agent, text) is whole
+
+
+async def test_a_threshold_detector_waits_for_the_request_after_yes_to_an_offer_of_more() -> None:
+    """A bare "yes" to "Is there anything else I can help you with?" is the
+    announcement of a request ("yes, | um, I also need a taxi"), but the
+    text model reads it finished, and semantic-text answered it at its floor
+    into the request. There its floor is ANNOUNCE_FLOOR_MS; "no thanks" (the
+    answer) is answered as before, and so is "yes" to any other yes/no
+    question."""
+    offer = "Great. Is there anything else I can help you with?"
+    scorer = SemanticTextDetector.text_scorer()
+    assert scorer.predict("yes", offer) >= scorer.threshold  # reads finished
+    assert await _wait("semantic-text", offer, "yes") >= ANNOUNCE_FLOOR_MS / 1000
+    assert await _wait("semantic-text", offer, "um yeah") >= ANNOUNCE_FLOOR_MS / 1000
+    assert await _wait("semantic-text", offer, "no thanks") < ANNOUNCE_FLOOR_MS / 1000 - 0.2
+    book = "Would you like me to book it?"
+    assert await _wait("semantic-text", book, "yes") < ANNOUNCE_FLOOR_MS / 1000 - 0.2
+
+
+@pytest.mark.parametrize("spec", ["semantic-text", "llm-eou:model=SmolLM2-135M-Instruct"])
+def test_the_announce_floor_is_every_threshold_detectors_and_stays_under_its_ceiling(
+    spec: str,
+) -> None:
+    offer = "Anything else?"
+    det = create_detector(spec, VirtualClock())
+    assert det.wait_policy(offer, "uh yes").min_wait_ms == ANNOUNCE_FLOOR_MS
+    assert det.wait_policy(offer, "yes i also need a taxi").min_wait_ms < ANNOUNCE_FLOOR_MS
+    assert det.wait_policy("Is that correct?", "yes").min_wait_ms < ANNOUNCE_FLOOR_MS
+    sep = "," if ":" in spec else ":"
+    low = create_detector(f"{spec}{sep}max_wait_ms=400", VirtualClock())
+    pol = low.wait_policy(offer, "yes")
+    assert pol.min_wait_ms <= pol.max_wait_ms
 
 
 def test_the_digit_run_floor_never_passes_the_ceiling() -> None:

@@ -92,6 +92,7 @@ from turnkit.text.numerals import spoken_numbers
 from turnkit.text.recogniser import StreamingWatch
 
 __all__ = [
+    "ANNOUNCE_FLOOR_MS",
     "CEILING_MS",
     "DIGIT_RUN_FLOOR_MS",
     "DIGIT_RUN_MS",
@@ -128,6 +129,11 @@ DIGIT_RUN_MS = 1200.0
 # sigma 0.65) and weighs them against p; a threshold detector cannot, so it
 # waits out 4 in 5 of them: 300 ms x e^(0.65 x 0.84) = 520 ms.
 DIGIT_RUN_FLOOR_MS = 520.0
+# The same floor where the caller's bare "yes" answers an offer of more
+# ("Anything else?": turnkit.text.question.announces_more): the request
+# follows after a hold of the kind the patient profile models, and the text
+# models read that "yes" finished (semantic-text v2 0.96).
+ANNOUNCE_FLOOR_MS = DIGIT_RUN_FLOOR_MS
 # Messages of the conversation kept for scorers that read it (LiveKit's
 # detector reads the last 6, merged by speaker).
 HISTORY_MESSAGES = 12

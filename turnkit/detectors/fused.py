@@ -78,8 +78,7 @@ from turnkit.detectors.llm_eou import FIXED_COST_MS as LLM_COST_MS
 from turnkit.detectors.registry import register
 from turnkit.detectors.semantic_text import FIXED_COST_MS as TEXT_COST_MS
 from turnkit.detectors.smart_turn import fixed_cost_ms as smart_turn_cost_ms
-from turnkit.text.normalize import normalize_text
-from turnkit.text.question import read_agent
+from turnkit.text.question import affirms, announces_more, read_agent
 
 __all__ = [
     "CEILING_MS",
@@ -167,28 +166,6 @@ PROFILES: dict[str, WaitPolicy] = {
 }
 Profile = WaitPolicy  # a profile is a wait policy
 
-# A bare affirmation, the whole answer to such a question: "yes", "yeah it
-# is", "uh yes that's correct", "yes yes thanks".
-_AFFIRM_WORDS = frozenset(
-    {"yes", "yeah", "yep", "yup", "correct", "right", "exactly", "mhm", "uh-huh", "sure",
-     "it", "is", "that", "that's", "indeed"}
-)  # fmt: skip
-_AFFIRM_LAST = frozenset(
-    {"yes", "yeah", "yep", "yup", "correct", "right", "exactly", "mhm", "uh-huh", "sure", "is"}
-)
-_LEADS = frozenset({"uh", "um", "oh", "ah", "mm", "okay", "ok"})
-_THANKS = ("thank you", "thanks")
-
-
-def _affirms(text: str) -> bool:
-    words = normalize_text(text).replace("uh huh", "uh-huh").split()
-    while words and words[0] in _LEADS:
-        words = words[1:]
-    for tail in _THANKS:
-        if words[-len(tail.split()) :] == tail.split():
-            words = words[: -len(tail.split())]
-    return bool(words) and words[-1] in _AFFIRM_LAST and all(w in _AFFIRM_WORDS for w in words)
-
 
 def choose_profile(agent_text: str, text: str = "") -> str:
     """The patience profile the agent's last message calls for, given the
@@ -210,10 +187,10 @@ def choose_profile(agent_text: str, text: str = "") -> str:
     ask = read_agent(agent_text)
     if ask.kind == "none":
         return "default"
-    if "else" in ask.fields and _affirms(text):
+    if announces_more(agent_text, text):
         return "patient"
     if ask.chunked:
-        if ask.kind == "yes-no" and not ask.request and _affirms(text):
+        if ask.kind == "yes-no" and not ask.request and affirms(text):
             return "snappy"
         return "patient"
     if ask.kind == "yes-no":

@@ -25,6 +25,7 @@ from pydantic import Field, model_validator
 
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
 from turnkit.detectors.endpointing import (
+    ANNOUNCE_FLOOR_MS,
     CEILING_MS,
     DIGIT_RUN_FLOOR_MS,
     DIGIT_RUN_MS,
@@ -33,6 +34,7 @@ from turnkit.detectors.endpointing import (
     WaitPolicy,
 )
 from turnkit.detectors.registry import register
+from turnkit.text.question import announces_more
 from turnkit.text.semantic_model import SemanticTextModel
 
 __all__ = ["SemanticTextDetector", "SemanticTextParams", "SemanticTextScorer"]
@@ -141,10 +143,15 @@ class SemanticTextDetector(EndOfTurnDetector):
 
     def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
         prm = self.params
+        floor = prm.min_wait_ms
+        if announces_more(agent_text, text):
+            # A bare "yes" to "Anything else?" announces the request; the
+            # reading says finished, so the floor waits out the hold.
+            floor = min(max(floor, ANNOUNCE_FLOOR_MS), prm.max_wait_ms)
         return WaitPolicy(
             threshold=prm.threshold,
             eager=prm.eager_threshold,
-            min_wait_ms=prm.min_wait_ms,
+            min_wait_ms=floor,
             max_wait_ms=prm.max_wait_ms,
             digit_run_ms=DIGIT_RUN_MS,
             digit_run_floor_ms=DIGIT_RUN_FLOOR_MS,

@@ -26,6 +26,12 @@ narrow it down, could I have the date?").
 The fields it names come from one table (:data:`FIELDS`), read by the
 context features and by the profile alike.
 
+And, from the agent's text and the caller's words together, whether the
+words are a bare affirmation (:func:`affirms`) and whether they announce a
+request rather than answer (:func:`announces_more`: "yes" to "Is there
+anything else I can help you with?"), read by ``fused``'s profile and the
+threshold detectors' floor alike.
+
 Two readings that could disagree (the profile once called "Same address as
 before?" a yes/no question while the features called it "other") are one
 here.
@@ -40,7 +46,7 @@ from typing import Literal
 
 from turnkit.text.normalize import normalize_text
 
-__all__ = ["FIELDS", "AgentAsk", "fields_named", "read_agent"]
+__all__ = ["FIELDS", "AgentAsk", "affirms", "announces_more", "fields_named", "read_agent"]
 
 _SENT = re.compile(r"[^.!?]+[.!?]*")
 _AUX = {
@@ -362,3 +368,38 @@ def read_agent(agent_text: str) -> AgentAsk:
     ):
         return AgentAsk("yes-no", alternative=" or " in f" {' '.join(words)} ", **common)
     return AgentAsk("other", **common)
+
+
+# A bare affirmation, the whole answer to a yes/no question: "yes", "yeah it
+# is", "uh yes that's correct", "yes yes thanks".
+_AFFIRM_WORDS = frozenset(
+    {"yes", "yeah", "yep", "yup", "correct", "right", "exactly", "mhm", "uh-huh", "sure",
+     "it", "is", "that", "that's", "indeed"}
+)  # fmt: skip
+_AFFIRM_LAST = frozenset(
+    {"yes", "yeah", "yep", "yup", "correct", "right", "exactly", "mhm", "uh-huh", "sure", "is"}
+)
+_AFFIRM_LEADS = frozenset({"uh", "um", "oh", "ah", "mm", "okay", "ok"})
+_THANKS = ("thank you", "thanks")
+
+
+def affirms(text: str) -> bool:
+    """The caller's words are a bare affirmation ("yes", "uh yeah it is",
+    "yes thanks"), with nothing after it."""
+    words = normalize_text(text).replace("uh huh", "uh-huh").split()
+    while words and words[0] in _AFFIRM_LEADS:
+        words = words[1:]
+    for tail in _THANKS:
+        if words[-len(tail.split()) :] == tail.split():
+            words = words[: -len(tail.split())]
+    return bool(words) and words[-1] in _AFFIRM_LAST and all(w in _AFFIRM_WORDS for w in words)
+
+
+def announces_more(agent_text: str, text: str) -> bool:
+    """The agent offered more ("Is there anything else I can help you
+    with?", "Anything else?": the ``else`` field) and the caller's words so
+    far are a bare affirmation: not the answer but its announcement, the
+    request follows after a hold ("yes, | um, I also need a taxi"). The text
+    models read the bare "yes" there as finished (semantic-text v2 0.96),
+    the reverse of what it means; "no", "no thanks" are the answer."""
+    return "else" in read_agent(agent_text).fields and affirms(text)
