@@ -43,13 +43,16 @@ imported by turnkit).
 set's 24, a development set to study a rule on before the report half sees
 it (each call's voice, wording and placement follow from its index). The
 default set's tuning half holds no "mhm" at all (backchannels cycle by
-index); 96 development calls (``--first 24 --calls 96``, 192 backchannels,
-12 of each kind) showed, words on time (2026-12-04), that the backchannels
-that stop the agent are the long ones: "mhm" (Piper's "Mm hm.", 0.48-0.64
-s) 12 of 12 wideband and 7 of 12 telephone, "i see" 8 and 2 of 12, no other
-kind; 20 / 192 and 9 / 192 in all. Their share of energy above 1 kHz and
-spectral centroid over the first 0.35 s overlap the bids' (Piper's "mhm" is
-no closed-mouth hum), so no audio rule was built on them.
+index). 96 development calls (``--first 24 --calls 96``: 192 backchannels,
+12 of each kind, ~207 bids; both halves), ``turnkit replay OUT/wb/tune OUT/wb/test -d fused --compute
+fixed`` (2026-12-04), words on time: wideband 15 of 192 backchannels
+stopped the agent (7.8 %), bids stopped at a median 260 ms; telephone copy
+7 of 192 (3.6 %), 287 ms. Words 250 ms late: 42 and 38 of 192, 481 and 538
+ms. The stopped ones (a per-event look, words on time) are the long
+backchannels only: "mhm" (Piper's "Mm hm.", 0.48-0.64 s) and "i see".
+Their share of energy above 1 kHz and spectral centroid over the first
+0.35 s overlap the bids' (Piper's "mhm" is no closed-mouth hum), so no
+audio rule was built on them.
 """
 
 from __future__ import annotations
