@@ -89,6 +89,7 @@ from turnkit.text.features import DIGITS, NUMBERS, expected_digits, trailing_dig
 from turnkit.text.lexicon import is_backchannel
 from turnkit.text.normalize import normalize_text
 from turnkit.text.numerals import spoken_numbers
+from turnkit.text.question import announces_more
 from turnkit.text.recogniser import StreamingWatch
 
 __all__ = [
@@ -102,6 +103,7 @@ __all__ = [
     "Score",
     "Scorer",
     "WaitPolicy",
+    "announce_floor",
     "in_digit_run",
     "number_complete",
 ]
@@ -227,6 +229,17 @@ def number_complete(agent_text: str, text: str) -> bool:
     floor or ceiling; the scorer's P decides as for any turn."""
     want = expected_digits(agent_text)
     return want is not None and trailing_digits(text) == want
+
+
+def announce_floor(agent_text: str, text: str, floor: float, ceiling: float) -> float:
+    """A threshold detector's floor for these words: ``floor``, raised to
+    :data:`ANNOUNCE_FLOOR_MS` (never past ``ceiling``) where the caller's
+    bare "yes" answers an offer of more
+    (:func:`~turnkit.text.question.announces_more`): it announces the
+    request, and the reading says finished."""
+    if announces_more(agent_text, text):
+        return min(max(floor, ANNOUNCE_FLOOR_MS), ceiling)
+    return floor
 
 
 @dataclass(slots=True)

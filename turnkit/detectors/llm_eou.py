@@ -27,13 +27,13 @@ from pydantic_core import PydanticCustomError
 from turnkit.clock import Clock
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector, check_spec_target
 from turnkit.detectors.endpointing import (
-    ANNOUNCE_FLOOR_MS,
     CEILING_MS,
     DIGIT_RUN_FLOOR_MS,
     DIGIT_RUN_MS,
     Evidence,
     Score,
     WaitPolicy,
+    announce_floor,
 )
 from turnkit.detectors.registry import register
 from turnkit.llm.eou import (
@@ -45,7 +45,6 @@ from turnkit.llm.eou import (
     resolve_template,
 )
 from turnkit.llm.logprobs import EngineError
-from turnkit.text.question import announces_more
 
 __all__ = ["LLMEouDetector", "LLMEouParams"]
 
@@ -281,11 +280,9 @@ class LLMEouDetector(EndOfTurnDetector):
 
     def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
         prm = self.params
-        floor = prm.min_wait_ms
-        if announces_more(agent_text, text):
-            # A bare "yes" to "Anything else?" announces the request; the
-            # reading says finished, so the floor waits out the hold.
-            floor = min(max(floor, ANNOUNCE_FLOOR_MS), max(prm.max_wait_ms, prm.fallback_ms))
+        floor = announce_floor(
+            agent_text, text, prm.min_wait_ms, max(prm.max_wait_ms, prm.fallback_ms)
+        )
         return WaitPolicy(
             threshold=prm.threshold,
             min_wait_ms=floor,

@@ -25,16 +25,15 @@ from pydantic import Field, model_validator
 
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
 from turnkit.detectors.endpointing import (
-    ANNOUNCE_FLOOR_MS,
     CEILING_MS,
     DIGIT_RUN_FLOOR_MS,
     DIGIT_RUN_MS,
     Evidence,
     Score,
     WaitPolicy,
+    announce_floor,
 )
 from turnkit.detectors.registry import register
-from turnkit.text.question import announces_more
 from turnkit.text.semantic_model import SemanticTextModel
 
 __all__ = ["SemanticTextDetector", "SemanticTextParams", "SemanticTextScorer"]
@@ -143,11 +142,7 @@ class SemanticTextDetector(EndOfTurnDetector):
 
     def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
         prm = self.params
-        floor = prm.min_wait_ms
-        if announces_more(agent_text, text):
-            # A bare "yes" to "Anything else?" announces the request; the
-            # reading says finished, so the floor waits out the hold.
-            floor = min(max(floor, ANNOUNCE_FLOOR_MS), prm.max_wait_ms)
+        floor = announce_floor(agent_text, text, prm.min_wait_ms, prm.max_wait_ms)
         return WaitPolicy(
             threshold=prm.threshold,
             eager=prm.eager_threshold,
