@@ -672,14 +672,18 @@ async def test_a_threshold_detector_waits_for_the_request_after_yes_to_an_offer_
 def test_the_announce_floor_is_every_threshold_detectors_and_stays_under_its_ceiling(
     spec: str,
 ) -> None:
+    def resolved(det: EndOfTurnDetector, agent: str, text: str) -> WaitPolicy:
+        det.set_agent_text(agent)
+        return det.endpointing._resolve_policy(text)
+
     offer = "Anything else?"
     det = create_detector(spec, VirtualClock())
-    assert det.wait_policy(offer, "uh yes").min_wait_ms == ANNOUNCE_FLOOR_MS
-    assert det.wait_policy(offer, "yes i also need a taxi").min_wait_ms < ANNOUNCE_FLOOR_MS
-    assert det.wait_policy("Is that correct?", "yes").min_wait_ms < ANNOUNCE_FLOOR_MS
+    assert resolved(det, offer, "uh yes").min_wait_ms == ANNOUNCE_FLOOR_MS
+    assert resolved(det, offer, "yes i also need a taxi").min_wait_ms < ANNOUNCE_FLOOR_MS
+    assert resolved(det, "Is that correct?", "yes").min_wait_ms < ANNOUNCE_FLOOR_MS
     sep = "," if ":" in spec else ":"
     low = create_detector(f"{spec}{sep}max_wait_ms=400", VirtualClock())
-    pol = low.wait_policy(offer, "yes")
+    pol = resolved(low, offer, "yes")
     assert pol.min_wait_ms <= pol.max_wait_ms
 
 

@@ -103,7 +103,6 @@ __all__ = [
     "Score",
     "Scorer",
     "WaitPolicy",
-    "announce_floor",
     "in_digit_run",
     "number_complete",
 ]
@@ -231,17 +230,6 @@ def number_complete(agent_text: str, text: str) -> bool:
     return want is not None and trailing_digits(text) == want
 
 
-def announce_floor(agent_text: str, text: str, floor: float, ceiling: float) -> float:
-    """A threshold detector's floor for these words: ``floor``, raised to
-    :data:`ANNOUNCE_FLOOR_MS` (never past ``ceiling``) where the caller's
-    bare "yes" answers an offer of more
-    (:func:`~turnkit.text.question.announces_more`): it announces the
-    request, and the reading says finished."""
-    if announces_more(agent_text, text):
-        return min(max(floor, ANNOUNCE_FLOOR_MS), ceiling)
-    return floor
-
-
 @dataclass(slots=True)
 class Evidence:
     """What a scorer may judge, at one moment of one pause."""
@@ -326,6 +314,13 @@ class WaitPolicy(BaseModel):
         description="the floor while the caller's words end in a digit or spelling run: "
         "a pause between chunks of a code is not the end, however finished the words "
         "look; None: min_wait_ms holds there too",
+    )
+    announce_floor_ms: float | None = Field(
+        None,
+        ge=0,
+        description="the floor where the caller's bare 'yes' answers an offer of more "
+        "('Anything else?': turnkit.text.question.announces_more): it announces the "
+        "request, however finished it reads; None: min_wait_ms holds there too",
     )
 
     @model_validator(mode="after")
@@ -505,12 +500,16 @@ class Endpointing:
     def _resolve_policy(self, text: str) -> WaitPolicy:
         p = self._policy
         policy = p if isinstance(p, WaitPolicy) else p(self.agent_text, text)
-        if not in_digit_run(text) or number_complete(self.agent_text, text):
-            return policy
-        # The one exception to the ceiling, and a floor for threshold
-        # detectors: a caller reading digits or spelling pauses between chunks.
-        ceiling = max(policy.max_wait_ms, policy.digit_run_ms or 0.0)
-        floor = min(max(policy.min_wait_ms, policy.digit_run_floor_ms or 0.0), ceiling)
+        floor, ceiling = policy.min_wait_ms, policy.max_wait_ms
+        if policy.announce_floor_ms is not None and announces_more(self.agent_text, text):
+            # A threshold detector's floor where "yes" announces the request.
+            floor = max(floor, policy.announce_floor_ms)
+        if in_digit_run(text) and not number_complete(self.agent_text, text):
+            # The one exception to the ceiling, and a floor for threshold
+            # detectors: a caller reading digits or spelling pauses between chunks.
+            ceiling = max(ceiling, policy.digit_run_ms or 0.0)
+            floor = max(floor, policy.digit_run_floor_ms or 0.0)
+        floor = min(floor, ceiling)
         if (floor, ceiling) == (policy.min_wait_ms, policy.max_wait_ms):
             return policy
         return policy.model_copy(update={"min_wait_ms": floor, "max_wait_ms": ceiling})

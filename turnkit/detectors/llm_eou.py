@@ -27,13 +27,13 @@ from pydantic_core import PydanticCustomError
 from turnkit.clock import Clock
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector, check_spec_target
 from turnkit.detectors.endpointing import (
+    ANNOUNCE_FLOOR_MS,
     CEILING_MS,
     DIGIT_RUN_FLOOR_MS,
     DIGIT_RUN_MS,
     Evidence,
     Score,
     WaitPolicy,
-    announce_floor,
 )
 from turnkit.detectors.registry import register
 from turnkit.llm.eou import (
@@ -280,15 +280,13 @@ class LLMEouDetector(EndOfTurnDetector):
 
     def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
         prm = self.params
-        floor = announce_floor(
-            agent_text, text, prm.min_wait_ms, max(prm.max_wait_ms, prm.fallback_ms)
-        )
         return WaitPolicy(
             threshold=prm.threshold,
-            min_wait_ms=floor,
+            min_wait_ms=prm.min_wait_ms,
             max_wait_ms=max(prm.max_wait_ms, prm.fallback_ms),
             digit_run_ms=DIGIT_RUN_MS,
             digit_run_floor_ms=DIGIT_RUN_FLOOR_MS,
+            announce_floor_ms=ANNOUNCE_FLOOR_MS,
             no_evidence_ms=prm.max_wait_ms,
             fallback_ms=prm.fallback_ms,
         )

@@ -25,13 +25,13 @@ from pydantic import Field, model_validator
 
 from turnkit.detectors.base import DetectorParams, EndOfTurnDetector
 from turnkit.detectors.endpointing import (
+    ANNOUNCE_FLOOR_MS,
     CEILING_MS,
     DIGIT_RUN_FLOOR_MS,
     DIGIT_RUN_MS,
     Evidence,
     Score,
     WaitPolicy,
-    announce_floor,
 )
 from turnkit.detectors.registry import register
 from turnkit.text.semantic_model import SemanticTextModel
@@ -142,12 +142,12 @@ class SemanticTextDetector(EndOfTurnDetector):
 
     def wait_policy(self, agent_text: str, text: str = "") -> WaitPolicy:
         prm = self.params
-        floor = announce_floor(agent_text, text, prm.min_wait_ms, prm.max_wait_ms)
         return WaitPolicy(
             threshold=prm.threshold,
             eager=prm.eager_threshold,
-            min_wait_ms=floor,
+            min_wait_ms=prm.min_wait_ms,
             max_wait_ms=prm.max_wait_ms,
             digit_run_ms=DIGIT_RUN_MS,
             digit_run_floor_ms=DIGIT_RUN_FLOOR_MS,
+            announce_floor_ms=ANNOUNCE_FLOOR_MS,
         )
