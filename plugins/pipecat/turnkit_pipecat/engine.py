@@ -60,10 +60,11 @@ from turnkit.frames import (
 )
 from turnkit.text.normalize import normalize_text
 
+from turnkit_pipecat.word_times import WordTimes
+
 __all__ = ["SAMPLE_RATE", "EngineStep", "TurnkitTurnEngine", "pcm_of"]
 
 log = logging.getLogger(__name__)
-
 
 
 def pcm_of(frame: Any) -> tuple[np.ndarray, int, int]:
@@ -135,6 +136,7 @@ class TurnkitTurnEngine:
         self._finals: list[str] = []
         self._words: list[Word] = []
         self._segment: object = None  # the STT's utterance id, when it gives one
+        self.word_times = WordTimes()  # the STT's word times, on the audio clock
         self._last: tuple[Frame, EngineStep] | None = None
         self._listeners: list[Callable[[SystemFrame | AudioInFrame], None]] = []
         self.decisions: list[TurnEndFrame] = []
@@ -281,20 +283,21 @@ class TurnkitTurnEngine:
         text = normalize_text(frame.text)
         final = isinstance(frame, TranscriptionFrame)
         now = self.clock.now()
-        # An STT that knows word times (or a replay's oracle) may pass them in
-        # ``result`` as {"spoken_until": s, "words": [(text, start, end)]},
-        # and its utterance id as "segment": the transcript then runs over
-        # the utterance, across turn starts (turnkit replay's oracle keeps it
-        # per labelled caller turn; without ids it restarts with each turn).
-        extra = frame.result if isinstance(frame.result, dict) else {}
-        segment = extra.get("segment")
+        # Word times, where the STT's result carries them (Deepgram, Deepgram
+        # Flux, or turnkit's dict: see turnkit_pipecat.word_times), on the
+        # audio clock; an utterance id, where it gives one, makes the
+        # transcript run over the utterance, across turn starts (turnkit
+        # replay's oracle keeps it per labelled caller turn; without ids it
+        # restarts with each turn).
+        heard = self.word_times.read(frame.result, now)
+        segment = heard.segment
         if segment is not None:
             if segment != self._segment:
                 self._finals, self._words = [], []
                 self._committed = ""
             self._segment = segment
-        words = [Word(text=w, start=s, end=e) for w, s, e in extra.get("words", [])]
-        spoken_until = float(extra.get("spoken_until", words[-1].end if words else now))
+        words = heard.words
+        spoken_until = heard.spoken_until if heard.spoken_until is not None else now
         parts = [*self._finals, text] if text else list(self._finals)
         if final and text:
             self._finals.append(text)
