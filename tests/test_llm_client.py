@@ -126,7 +126,9 @@ async def test_fake_first_token_stall_times_out(fake: FakeEngine) -> None:
             await c.complete(USER)
         elapsed = time.perf_counter() - t
     assert ei.value.stage == "first_token"
-    assert 0.25 <= elapsed < 2.0
+    # The stall is endless: only the timeout ends it (the upper bound leaves a
+    # loaded CI machine its scheduling delays).
+    assert 0.25 <= elapsed < 15.0
     assert fake.requests == 1  # timeouts are not retried
 
 

@@ -193,3 +193,34 @@ def test_results_without_word_times_give_none() -> None:
         heard = wt.read(result, 5.0)
         assert heard.words == [] and heard.spoken_until is None
     assert wt.reanchors == 0
+
+
+def test_reanchored_times_settle_on_the_least_lagged_result() -> None:
+    """After a reconnect the first result anchors the times as if it had
+    no lag; a later result that came sooner after its audio pulls them back
+    (a result's lag can only make its words read late). Deepgram's JSON as
+    a dict (the SageMaker service) and another provider's dict of timed
+    words are read the same way."""
+    wt = WordTimes()
+
+    def dg(start: float, end: float, covered: float) -> dict[str, Any]:
+        return {
+            "start": start,
+            "duration": covered - start,
+            "channel": {"alternatives": [{"words": [{"word": "yes", "start": start, "end": end}]}]},
+        }
+
+    # On the clock's own base: kept as they are.
+    heard = wt.read(dg(10.0, 10.3, 10.35), now=10.6)
+    assert (heard.words[0].start, heard.words[0].end) == (10.0, 10.3)
+    # A reconnect at 60 s of audio: the provider's times start again at 0.
+    heard = wt.read(dg(1.0, 1.3, 1.35), now=61.65)  # 300 ms late
+    assert wt.reanchors == 1 and heard.words[0].end == pytest.approx(61.6)
+    heard = wt.read(dg(2.0, 2.2, 2.25), now=62.35)  # 100 ms late: the offset drops
+    assert wt.offset == pytest.approx(60.1)
+    assert heard.words[0].end == pytest.approx(62.3)
+    heard = wt.read(dg(3.0, 3.2, 3.25), now=63.65)  # later again: the offset stays
+    assert wt.offset == pytest.approx(60.1)
+    other = wt.read({"words": [{"word": "no", "start": 4.0, "end": 4.2}]}, now=64.5)
+    assert other.words[0].end == pytest.approx(64.3) and other.segment is None
+    assert wt.reanchors == 1

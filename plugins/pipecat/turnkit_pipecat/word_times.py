@@ -16,14 +16,18 @@ reads the times from the forms that carry them:
 * Deepgram Flux's ``TurnInfo`` message as JSON (``DeepgramFluxSTTService``:
   ``{"turn_index", "words": [{"word", "start", "end", ...}],
   "audio_window_end", ...}``; words without times are skipped, and the turn
-  index is the utterance id).
+  index is the utterance id);
+* Deepgram's JSON as a dict (the SageMaker service), and any other dict with
+  ``"words": [{"word", "start", "end"}]`` in seconds of the provider's stream.
 
-Deepgram times count seconds of audio sent on the connection. The service
+Providers' times count seconds of audio sent on the connection. The service
 sends the same frames the engine hears, from the first one, so they are
 the engine's audio clock; a reconnect starts them at zero again. A result
 that ends in the engine's future, or far behind it (``MAX_LAG_S``: no
 streaming recogniser is that late), is on another base: the times are
-re-anchored so that the result ends now (``offset``), and that is logged.
+re-anchored so that the result ends now (``offset``), and that is logged;
+later results on that base pull the offset back to the least lagged one's
+(a result's lag only makes its words read later than they were said).
 
 Any other result (another provider's object, a malformed dict) gives no
 times: the detector then works from the transcript's arrival, as before.
@@ -44,8 +48,8 @@ log = logging.getLogger(__name__)
 
 # A result that ends this far behind the audio clock, or this far ahead of
 # it, is not on the clock's base: a streaming recogniser answers within
-# ~0.2-1 s of the audio it covers.
-MAX_LAG_S = 3.0
+# ~0.1-1 s of the audio it covers.
+MAX_LAG_S = 2.0
 AHEAD_S = 0.5
 
 
@@ -79,10 +83,16 @@ class WordTimes:
     def read(self, result: Any, now: float) -> SttWords:
         """The words of ``result`` with their times (empty when it has none)."""
         try:
-            if isinstance(result, dict) and "turn_index" in result:
-                return self._flux(result, now)
             if isinstance(result, dict):
-                return self._turnkit(result)
+                if "spoken_until" in result or "segment" in result or _tuples(result.get("words")):
+                    return self._turnkit(result)
+                if "turn_index" in result:
+                    return self._flux(result, now)
+                if "channel" in result:  # Deepgram's JSON (the SageMaker service)
+                    return self._deepgram(result, result["channel"], now)
+                # Another provider's words with times: seconds of its stream.
+                words = self._on_clock(_timed(result.get("words")), None, now)
+                return SttWords(words, _last_end(words))
             channel = _field(result, "channel")
             if channel is not None:
                 return self._deepgram(result, channel, now)
@@ -121,18 +131,24 @@ class WordTimes:
         which the provider had the audio when it wrote this result."""
         reach = covered if covered is not None else max((e for _, _, e in timed), default=None)
         if reach is not None:
-            behind = now - (reach + self.offset)
-            if behind < -AHEAD_S or behind > MAX_LAG_S:
+            est = now - reach  # the offset, plus this result's lag (>= 0)
+            if est < self.offset - AHEAD_S or est > self.offset + MAX_LAG_S:
                 # Another base (a reconnect restarts the provider's times at
                 # zero, or audio flowed before it connected): this result
                 # ends now.
-                self.offset = now - reach
-                self.reanchors += 1
                 log.info(
                     "STT word times re-anchored to the audio clock (result ended %.2f s %s it)",
-                    abs(behind),
-                    "behind" if behind > 0 else "ahead of",
+                    abs(est - self.offset),
+                    "behind" if est > self.offset else "ahead of",
                 )
+                self.offset = est
+                self.reanchors += 1
+            elif self.reanchors:
+                # Anchored on a result that came with some lag: the words
+                # would read late by it, and a late final would seem to be
+                # speech the VAD missed after the turn's commit. The least
+                # lagged result since comes closest to the true offset.
+                self.offset = min(self.offset, est)
         return [Word(text=t, start=s + self.offset, end=e + self.offset) for t, s, e in timed]
 
 
@@ -150,6 +166,11 @@ def _timed(items: Any) -> list[tuple[str, float, float]]:
         if text is not None and s is not None and e is not None:
             out.append((str(text), s, e))
     return out
+
+
+def _tuples(items: Any) -> bool:
+    """turnkit's own form: words as ``(text, start, end)``."""
+    return isinstance(items, list) and bool(items) and isinstance(items[0], list | tuple)
 
 
 def _last_end(words: list[Word]) -> float | None:
