@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from livekit import rtc
 from livekit.agents import APIConnectOptions, llm, stt, tts
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr, TimedString
 from livekit.agents.voice.io import AudioInput, AudioOutput, AudioOutputCapabilities
 
 from turnkit.audio.wav import read_wav
@@ -177,6 +177,7 @@ class _OracleStream(stt.RecognizeStream):
         # A stream (re)created mid-call (LiveKit restarts it on clear_user_turn)
         # hears only what is said from then on, and only what the WAV holds.
         created, end = oracle.source.position, oracle.source.end
+        self._created = created
         spans = [
             sp for sp in oracle.spans if sp.words[0]["start"] >= created - 0.1 and sp.end <= end
         ]
@@ -200,12 +201,21 @@ class _OracleStream(stt.RecognizeStream):
 
     def _send(self, kind: stt.SpeechEventType, words: list[dict[str, Any]]) -> None:
         text = " ".join(w["text"] for w in words)
+        # Word times as LiveKit's STT plugins give them: seconds of the audio
+        # this stream received, plus the stream's start_time_offset (which
+        # Agent.default.stt_node sets: wall time since the session's audio
+        # input began).
+        base = self.start_time_offset - getattr(self, "_created", 0.0)
         data = stt.SpeechData(
             language="en",
             text=text,
             start_time=words[0]["start"],
             end_time=words[-1]["end"],
             confidence=0.95,
+            words=[
+                TimedString(w["text"], start_time=w["start"] + base, end_time=w["end"] + base)
+                for w in words
+            ],
         )
         self._event_ch.send_nowait(stt.SpeechEvent(type=kind, alternatives=[data]))
 

@@ -15,7 +15,9 @@
 * :func:`filter_barge_in` — turnkit's echo and acknowledgement filters decide
   LiveKit's interruptions (with :func:`interruption_options`), and an
   interrupted reply is stored as the words the caller heard;
-* :func:`record_session` — the call as ``turnkit.recording/v1`` for ``turnkit replay``.
+* :func:`record_session` — the call as ``turnkit.recording/v1`` for ``turnkit replay``;
+* :class:`WordTimesAgent` (or :func:`stt_words` in an agent's own ``stt_node``) —
+  the STT's word times to the detector, which LiveKit's transcript events lack.
 
 Example::
 
@@ -36,6 +38,7 @@ from turnkit_livekit.detectors import (
 from turnkit_livekit.recorder import record_session
 from turnkit_livekit.session import Commit, DecisionCommitter, TurnMetrics, attach, turn_handling
 from turnkit_livekit.tools import GatedTools, gated_tools
+from turnkit_livekit.word_times import WordTimesAgent, stt_words
 
 __all__ = [
     "BargeInFilter",
@@ -46,11 +49,13 @@ __all__ = [
     "TurnkitDetectorStream",
     "TurnkitStreamingDetector",
     "TurnkitTextDetector",
+    "WordTimesAgent",
     "attach",
     "filter_barge_in",
     "gated_tools",
     "interruption_options",
     "record_session",
+    "stt_words",
     "turn_detector",
     "turn_handling",
 ]

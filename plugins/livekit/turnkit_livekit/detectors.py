@@ -63,7 +63,8 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -85,8 +86,10 @@ from turnkit.frames import (
     TurnEagerFrame,
     TurnEndFrame,
     TurnResumedFrame,
+    Word,
 )
 from turnkit.text.normalize import normalize_text
+from turnkit.text.word_clock import WordClock, timed_words
 from turnkit_livekit.timeline import judged
 
 __all__ = [
@@ -304,8 +307,14 @@ class TurnkitDetectorStream:
         self._speech_end = 0.0  # the VAD's speech end as of the last frame given
         self._speech_start = 0.0  # ... and the start of that speech
         self.reads_text = bool(getattr(self.detector.scorer, "reads_text", False))
-        self._q: asyncio.Queue[rtc.AudioFrame | str | None] = asyncio.Queue()
+        self._q: asyncio.Queue[rtc.AudioFrame | tuple[str, list[Any]] | None] = asyncio.Queue()
         self._finals: list[str] = []  # the current turn's final transcripts
+        self._final_words: list[Word] = []  # ... and their timed words, where given
+        # The STT's word times (turnkit_livekit.stt_words notes them as the
+        # STT node yields its events; the session's transcript event then
+        # picks them up), on the stream's audio clock.
+        self._noted: deque[tuple[str, bool, list[Any]]] = deque(maxlen=32)
+        self.word_clock = WordClock()
         self._committed_until = 0.0  # speech end of the last commit
         self.transcripts = 0
         self._warned = False
@@ -422,10 +431,35 @@ class TurnkitDetectorStream:
         if not self._closed:
             self._q.put_nowait(frame)
 
-    def push_transcript(self, text: str, is_final: bool = False) -> None:
-        """Caller words for detectors that read them (``fused``); see :func:`attach`."""
-        if not self._closed:
-            self._q.put_nowait(("final:" if is_final else "interim:") + text)
+    def push_transcript(
+        self, text: str, is_final: bool = False, words: Sequence[Any] | None = None
+    ) -> None:
+        """Caller words for detectors that read them (``fused``); see :func:`attach`.
+        ``words``: when each was said (LiveKit's ``SpeechData.words``: seconds
+        of the session's audio input), else those noted for this transcript
+        by :meth:`note_words`, if any."""
+        if self._closed:
+            return
+        if words is None:
+            words = self._take_noted(text, is_final)
+        self._q.put_nowait((("final:" if is_final else "interim:") + text, list(words or [])))
+
+    def note_words(self, text: str, is_final: bool, words: Sequence[Any] | None) -> None:
+        """The STT wrote ``text`` with these timed words; the session's
+        transcript event for it follows (see :func:`turnkit_livekit.stt_words`)."""
+        if words:
+            self._noted.append((text.strip(), is_final, list(words)))
+
+    def _take_noted(self, text: str, is_final: bool) -> list[Any] | None:
+        # LiveKit hands the STT's events to the session in order, so the
+        # transcript's own words are the first noted ones that match it.
+        key = text.strip()
+        for i, (t, f, ws) in enumerate(self._noted):
+            if t == key and f == is_final:
+                for _ in range(i + 1):
+                    self._noted.popleft()
+                return ws
+        return None
 
     def set_agent_text(self, text: str) -> None:
         self.detector.set_agent_text(text)
@@ -457,6 +491,7 @@ class TurnkitDetectorStream:
         self.cancel_inference()
         self._decided = None
         self._finals = []
+        self._final_words = []
 
     def end_input(self) -> None:
         self._q.put_nowait(None)
@@ -477,7 +512,7 @@ class TurnkitDetectorStream:
             inference_duration=(end.compute_ms / 1000) if end is not None else None,
         )
 
-    async def _transcript(self, item: str) -> None:
+    async def _transcript(self, item: str, said: list[Any]) -> None:
         kind, _, raw = item.partition(":")
         text = normalize_text(raw)
         final = kind == "final"
@@ -487,14 +522,24 @@ class TurnkitDetectorStream:
             return
         self.transcripts += 1
         parts = [*self._finals, text] if text else list(self._finals)
+        # The STT's word times (seconds of the session's audio input), on
+        # the audio clock the detector runs on.
+        timed = timed_words(said)
+        words = self.word_clock.place(timed, None, self.clock.now()) if timed else []
         if final and text:
             self._finals.append(text)
+            self._final_words.extend(words)
         whole = " ".join(p for p in parts if p)
         if not whole:
             return
-        # Words cannot have been spoken after the last speech the VAD heard.
         frame = TranscriptFrame(
-            at=self.clock.now(), text=whole, is_final=final, spoken_until=self._speech_end
+            at=self.clock.now(),
+            text=whole,
+            is_final=final,
+            # Without word times: words cannot have been spoken after the
+            # last speech the VAD heard.
+            spoken_until=words[-1].end if words else self._speech_end,
+            words=[*self._final_words] if final else [*self._final_words, *words],
         )
         await self._signals(await self.detector.on_transcript(frame))
 
@@ -503,8 +548,8 @@ class TurnkitDetectorStream:
             item = await self._q.get()
             if item is None:
                 return
-            if isinstance(item, str):
-                await self._transcript(item)
+            if isinstance(item, tuple):
+                await self._transcript(*item)
                 continue
             frames = self._frames_of(item)
             if frames is None:
@@ -530,6 +575,7 @@ class TurnkitDetectorStream:
                 self._decided = s
                 self._committed_until = self._speech_end
                 self._finals = []
+                self._final_words = []
                 self.end_silence_ms[id(s)] = (s.at - self._speech_end) * 1000
                 fut, self._fut = self._fut, None
                 if fut is not None and not fut.done():

@@ -55,6 +55,7 @@ from turnkit_livekit.detectors import (
     TurnkitStreamingDetector,
     TurnkitTextDetector,
 )
+from turnkit_livekit.word_times import register
 
 __all__ = ["Commit", "DecisionCommitter", "TurnMetrics", "attach", "turn_handling"]
 
@@ -277,6 +278,9 @@ class TurnMetrics:
             session.on("close", lambda _ev: self._close())
         session.on("user_input_transcribed", self._on_transcribed)
         session.on("conversation_item_added", self._on_item)
+        if isinstance(detector, TurnkitStreamingDetector):
+            # A WordTimesAgent's STT node notes the word times for it.
+            register(session, detector)
 
     def _close(self) -> None:
         if self.committer is not None:

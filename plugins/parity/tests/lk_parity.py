@@ -16,8 +16,8 @@ transcripts the Pipecat host gets (:func:`turnkit_pipecat.replay.recording_frame
 each chunk is handed to LiveKit only once the turnkit stream has judged the
 previous one, and each transcript (the caller's words, as
 ``turnkit_livekit.attach`` hands LiveKit's ``user_input_transcribed``
-events to the stream) goes to the stream once the audio before it has been
-judged. Decisions are on the stream's audio clock, so the feeding speed
+events to the stream, with their times as a ``WordTimesAgent``'s STT node
+notes them) goes to the stream once the audio before it has been judged. Decisions are on the stream's audio clock, so the feeding speed
 does not move them.
 
 What is not LiveKit's here, and why: the agent's words. LiveKit owns the LLM
@@ -133,9 +133,9 @@ class LockstepAudioInput(AudioInput):
             det.on_audio = on_audio  # type: ignore[method-assign]
             orig_t = s._transcript
 
-            async def transcript(item: str) -> None:
+            async def transcript(*item: Any) -> None:
                 try:
-                    await orig_t(item)
+                    await orig_t(*item)
                 finally:
                     self._texts_done += 1
 
@@ -156,7 +156,9 @@ class LockstepAudioInput(AudioInput):
             self._i += 1
             if isinstance(f, TranscriptionFrame | InterimTranscriptionFrame):
                 self._texts_sent += 1
-                s.push_transcript(f.text, isinstance(f, TranscriptionFrame))
+                # with the word times a WordTimesAgent's STT node gives it
+                said = f.result.get("words") if isinstance(f.result, dict) else None
+                s.push_transcript(f.text, isinstance(f, TranscriptionFrame), words=said)
                 await self._until(lambda: self._texts_done >= self._texts_sent)
                 continue
             assert isinstance(f, InputAudioRawFrame)

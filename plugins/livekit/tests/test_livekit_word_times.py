@@ -1,0 +1,111 @@
+"""The STT's word times reach turnkit's detector in a real LiveKit
+``AgentSession`` (real Silero VAD; the fake oracle STT of lk_harness gives
+word times as LiveKit's STT plugins do: seconds of the audio its stream
+received plus the stream's ``start_time_offset``). Each session runs for
+the audio's length in real time."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from livekit.agents import Agent, AgentSession, llm
+from livekit.plugins import silero
+
+from turnkit.frames import TranscriptFrame
+from turnkit_livekit import WordTimesAgent, attach, turn_detector, turn_handling
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from lk_harness import (  # noqa: E402
+    CaptureAudioOutput,
+    FakeLLM,
+    FakeOracleSTT,
+    FakeTTS,
+    WavAudioInput,
+    load_call,
+)
+
+CALL = "booking-think-03"  # first caller turn 1.165-4.711 s
+END_S = 6.0
+
+
+async def _session(agent: Agent) -> tuple[list[TranscriptFrame], list[Any], dict[str, Any]]:
+    audio, call = load_call(CALL)
+    src = WavAudioInput(audio, 0.0, END_S)
+    det = turn_detector("semantic-text", prediction_timeout_s=5.0)
+    session = AgentSession(
+        vad=silero.VAD.load(min_silence_duration=0.3),
+        stt=FakeOracleSTT(call, src),
+        llm=FakeLLM(),
+        tts=FakeTTS(),
+        turn_handling=turn_handling(det, preemptive_generation={"enabled": False}),
+    )
+    session.input.audio = src
+    session.output.audio = CaptureAudioOutput()
+    users: list[llm.ChatMessage] = []
+    session.on(
+        "conversation_item_added",
+        lambda ev: (
+            users.append(ev.item)
+            if isinstance(ev.item, llm.ChatMessage) and ev.item.role == "user"
+            else None
+        ),
+    )
+    attach(session, det)
+    await session.start(agent, record=False)
+    seen: list[TranscriptFrame] = []
+    stream = det.streams[-1]
+    inner = stream.detector.on_transcript
+
+    async def tap(frame: TranscriptFrame) -> Any:
+        seen.append(frame)
+        return await inner(frame)
+
+    stream.detector.on_transcript = tap  # type: ignore[method-assign]
+    await asyncio.wait_for(src.done.wait(), END_S + 10)
+    await asyncio.sleep(1.0)
+    await session.aclose()
+    return seen, users, call
+
+
+async def test_word_times_agent_gives_the_detector_each_words_time() -> None:
+    seen, users, call = await _session(WordTimesAgent(instructions="You take bookings."))
+    said = {(w["text"], w["start"], w["end"]) for e in call["events"] for w in e.get("words", [])}
+    assert seen and all(f.words for f in seen)
+    first = next(e for e in call["events"] if e["type"] == "caller_turn")
+    for f in seen:
+        for w in f.words:
+            # the oracle's own times, through LiveKit's wall-clock offset and
+            # the stream's audio clock: within a few 20 ms frames
+            near = [x for x in said if x[0] == w.text and abs(x[2] - w.end) < 0.1]
+            assert near, (w, f.text)
+        assert f.spoken_until == f.words[-1].end
+    # the turn was committed with all its words
+    assert [m.text_content for m in users][:1] == [first["text"].rstrip(".")]
+
+
+async def test_a_plain_agent_gives_the_detector_no_word_times() -> None:
+    """LiveKit's transcript events carry text only: without the tap the
+    stream stamps each transcript with the VAD's last speech end."""
+    seen, users, _ = await _session(Agent(instructions="You take bookings."))
+    assert seen and not any(f.words for f in seen)
+    assert users
+
+
+@pytest.mark.parametrize("final", [False, True])
+def test_noted_words_are_taken_by_the_matching_transcript_only(final: bool) -> None:
+    async def main() -> None:
+        det = turn_detector("semantic-text")
+        stream = det.stream()
+        stream.note_words("hello", final, ["w1"])
+        stream.note_words("hello there", final, ["w1", "w2"])
+        assert stream._take_noted("hello there", not final) is None
+        assert stream._take_noted("hello there", final) == ["w1", "w2"]
+        assert stream._take_noted("hello", final) is None  # older ones went with it
+        await stream.aclose()
+
+    asyncio.run(main())

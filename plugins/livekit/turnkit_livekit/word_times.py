@@ -1,0 +1,89 @@
+"""The STT's word times, from the agent's STT node to turnkit's detector.
+
+LiveKit tells the session only a transcript's text (``user_input_transcribed``,
+which :func:`turnkit_livekit.attach` feeds the detector); when each word was
+said rides in the STT's ``SpeechEvent`` (``SpeechData.words``: LiveKit's
+``TimedString`` with ``start_time``/``end_time``, seconds of the session's
+audio input), which only the agent's ``stt_node`` sees. Without them the
+stream stamps each transcript with the VAD's last speech end, and the
+detector's word-time rules (words the recogniser still owes at a pause,
+words the VAD missed opening a turn, the caller's own voice level behind the
+stalled-words rule; docs/endpointing.md) do not run, as they do in
+``turnkit replay`` and in Pipecat with Deepgram.
+
+:class:`WordTimesAgent` is an ``Agent`` whose ``stt_node`` passes the STT's
+events through unchanged and notes each transcript's words for the
+session's turnkit detector stream (:meth:`TurnkitDetectorStream.note_words`);
+the transcript event that follows picks them up. For an agent with its own
+``stt_node``, :func:`stt_words` does the same around any event iterator.
+The stream puts the times on its audio clock
+(:class:`turnkit.text.word_clock.WordClock`).
+
+Example::
+
+    class Booking(WordTimesAgent):
+        def __init__(self) -> None:
+            super().__init__(instructions="You take bookings.")
+
+    attach(session, detector)
+    await session.start(Booking())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import Any
+
+from livekit import rtc
+from livekit.agents import Agent, AgentSession, stt
+from livekit.agents.voice.agent import ModelSettings
+
+from turnkit_livekit.detectors import TurnkitStreamingDetector
+
+__all__ = ["WordTimesAgent", "register", "stt_words"]
+
+# The detector attach() gave each session (weak: a closed session goes).
+_DETECTORS: weakref.WeakKeyDictionary[AgentSession, TurnkitStreamingDetector] = (
+    weakref.WeakKeyDictionary()
+)
+_TRANSCRIPTS = {
+    stt.SpeechEventType.INTERIM_TRANSCRIPT: False,
+    stt.SpeechEventType.FINAL_TRANSCRIPT: True,
+}
+
+
+def register(session: AgentSession, detector: TurnkitStreamingDetector) -> None:
+    """``detector`` reads ``session``'s transcripts (:func:`attach` calls this)."""
+    _DETECTORS[session] = detector
+
+
+async def stt_words(
+    session: AgentSession, events: AsyncIterable[stt.SpeechEvent]
+) -> AsyncIterator[stt.SpeechEvent]:
+    """``events`` unchanged, each transcript's word times noted for the
+    session's turnkit detector stream on the way."""
+    async for ev in events:
+        final = _TRANSCRIPTS.get(ev.type) if isinstance(ev, stt.SpeechEvent) else None
+        det = _DETECTORS.get(session)
+        if final is not None and ev.alternatives and det is not None and det.streams:
+            alt = ev.alternatives[0]
+            det.streams[-1].note_words(alt.text, final, alt.words)
+        yield ev
+
+
+class WordTimesAgent(Agent):
+    """An ``Agent`` whose STT node hands each transcript's word times to the
+    session's turnkit detector (see the module docstring)."""
+
+    async def stt_node(  # type: ignore[override]
+        self, audio: AsyncIterable[rtc.AudioFrame], model_settings: ModelSettings
+    ) -> AsyncIterator[stt.SpeechEvent]:
+        node: Any = super().stt_node(audio, model_settings)
+        if asyncio.iscoroutine(node):
+            node = await node
+        if node is None:
+            return
+        async for ev in stt_words(self.session, node):
+            yield ev
