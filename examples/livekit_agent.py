@@ -9,6 +9,8 @@ What turnkit does here:
   runs once per turn and never twice for a retried turn, ``charge_deposit``
   (write, confirm) waits for the caller's spoken yes;
 * writes its per-turn evidence into each user ``ChatMessage.metrics``;
+* hands the STT's word times to the detector (``WordTimesAgent``), where the
+  STT gives them;
 * decides barge-ins: the caller's mic goes through turnkit's echo filter
   before LiveKit's VAD/STT, "uh-huh" / "okay" over the agent is let through,
   a real bid stops it, and an interrupted reply is stored as the words heard.
@@ -43,6 +45,7 @@ import httpx
 from livekit.agents import Agent, AgentServer, AgentSession, JobContext, cli, stt
 from livekit.plugins import openai, silero
 from turnkit_livekit import (
+    WordTimesAgent,
     attach,
     filter_barge_in,
     gated_tools,
@@ -143,7 +146,9 @@ def build(session_id: str = "console") -> tuple[AgentSession, Agent, Any, Any]:
         },
     )
     gated.bind(session)
-    agent = Agent(
+    # WordTimesAgent: an STT that gives word times (Deepgram, AssemblyAI, ...)
+    # hands them to the detector; LiveKit's transcript events carry text only.
+    agent = WordTimesAgent(
         instructions=(
             "You are a restaurant's phone host. Keep answers short and spoken. Use the "
             "tools to look up times and to book; never say a booking is done before "
