@@ -210,15 +210,58 @@ log = logging.getLogger(__name__)
 _DIGIT_WORDS = frozenset(DIGITS) | NUMBERS | {"dash"}
 
 
+# A time of day after these is said whole ("leave after seventeen forty
+# five", "at three thirty"), not read out in chunks.
+_TIME_PREPOSITIONS = frozenset({"at", "by", "after", "before", "until", "till", "around"})
+_ONES = frozenset({"one", "two", "three", "four", "five", "six", "seven", "eight", "nine"})
+_TEENS = frozenset(
+    {"ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen"}
+    | {"sixteen", "seventeen", "eighteen", "nineteen"}
+)
+_TENS = frozenset({"twenty", "thirty", "forty", "fifty"})
+_HOURS = _ONES | _TEENS | {"twenty"}
+
+
+def _clock_time(words: list[str]) -> bool:
+    """``words`` end in a time of day said after a time preposition: an hour
+    ("twenty one" too) and its minutes ("oh five", a teen, "forty five",
+    "hundred"): "at fourteen fifteen" (a recogniser's "at 14:15"), "after
+    twelve forty five", "by nine oh five". Not "at four one five": minutes
+    are not read digit by digit."""
+    for k in range(len(words) - 1, -1, -1):
+        if words[k] in _TIME_PREPOSITIONS:
+            tail = words[k + 1 :]
+            break
+    else:
+        return False
+    if not tail or tail[0] not in _HOURS:
+        return False
+    rest = tail[1:]
+    if tail[0] == "twenty" and rest and rest[0] in {"one", "two", "three"}:
+        rest = rest[1:]
+    return rest in (
+        [],
+        ["hundred"],
+        ["oh", "oh"],  # a recogniser's "21:00" as said digit by digit
+        *([m] for m in _TEENS | _TENS),
+        *(["oh", d] for d in _ONES),
+        *([t, d] for t in _TENS for d in _ONES),
+    )
+
+
 def in_digit_run(text: str, run: int = 2) -> bool:
     """The words end in a run of digits or spelled letters ("four one five",
-    "s m i"): the caller is reading something out and pauses between chunks."""
+    "s m i"): the caller is reading something out and pauses between chunks.
+    A time of day is no run (:func:`_clock_time`: "at three thirty")."""
     # Numerals as they are said: a recogniser writes "4 1 5", "415-555" or
     # "4155550132" for the same digits.
-    words = spoken_numbers(normalize_text(text).split())[-run:]
+    said = spoken_numbers(normalize_text(text).split())
+    words = said[-run:]
     if len(words) < run:
         return False
-    return all(w.isdigit() or w in _DIGIT_WORDS or (len(w) == 1 and w.isalpha()) for w in words)
+    if not all(w.isdigit() or w in _DIGIT_WORDS or (len(w) == 1 and w.isalpha()) for w in words):
+        return False
+    return not _clock_time(said[-5:])
 
 
 def number_complete(agent_text: str, text: str) -> bool:
