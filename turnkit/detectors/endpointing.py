@@ -220,14 +220,21 @@ _TEENS = frozenset(
 )
 _TENS = frozenset({"twenty", "thirty", "forty", "fifty"})
 _HOURS = _ONES | _TEENS | {"twenty"}
+# The minutes said after the hour: none, "hundred", a recogniser's "21:00"
+# said digit by digit ("oh oh"), a teen or a ten, "oh five", "forty five".
+_MINUTES = frozenset(
+    {(), ("hundred",), ("oh", "oh")}
+    | {(m,) for m in _TEENS | _TENS}
+    | {("oh", d) for d in _ONES}
+    | {(t, d) for t in _TENS for d in _ONES}
+)
 
 
 def _clock_time(words: list[str]) -> bool:
     """``words`` end in a time of day said after a time preposition: an hour
-    ("twenty one" too) and its minutes ("oh five", a teen, "forty five",
-    "hundred"): "at fourteen fifteen" (a recogniser's "at 14:15"), "after
-    twelve forty five", "by nine oh five". Not "at four one five": minutes
-    are not read digit by digit."""
+    ("twenty one" too) and its minutes (:data:`_MINUTES`): "at fourteen
+    fifteen" (a recogniser's "at 14:15"), "after twelve forty five", "by nine
+    oh five". Not "at four one five": minutes are not read digit by digit."""
     for k in range(len(words) - 1, -1, -1):
         if words[k] in _TIME_PREPOSITIONS:
             tail = words[k + 1 :]
@@ -239,14 +246,7 @@ def _clock_time(words: list[str]) -> bool:
     rest = tail[1:]
     if tail[0] == "twenty" and rest and rest[0] in {"one", "two", "three"}:
         rest = rest[1:]
-    return rest in (
-        [],
-        ["hundred"],
-        ["oh", "oh"],  # a recogniser's "21:00" as said digit by digit
-        *([m] for m in _TEENS | _TENS),
-        *(["oh", d] for d in _ONES),
-        *([t, d] for t in _TENS for d in _ONES),
-    )
+    return tuple(rest) in _MINUTES
 
 
 def in_digit_run(text: str, run: int = 2) -> bool:
