@@ -17,6 +17,7 @@ def test_timed_words_reads_tuples_dicts_and_objects_and_skips_untimed() -> None:
         {"word": "four", "confidence": 0.9},  # Flux may send words without times
         {"word": "five", "start": float("nan"), "end": 1.2},
         {"word": "six", "start": True, "end": 1.4},
+        ("seven", 1.5),  # not (text, start, end)
     ]
     assert timed_words(items) == [("one", 0.1, 0.3), ("two", 0.4, 0.6), ("three", 0.7, 0.9)]
     assert timed_words(None) == []

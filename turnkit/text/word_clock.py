@@ -23,7 +23,9 @@ starts with the audio is exact.
 
 :func:`timed_words` reads ``(text, start, end)`` from the usual shapes: tuples,
 dicts or objects with ``word``/``start``/``end``, LiveKit's ``TimedString``
-(``start_time``/``end_time``). Words without both times are skipped.
+(``start_time``/``end_time``). Words without both times, and tuples that are
+not ``(text, start, end)``, are skipped (a host's stream task must not die
+on one bad item).
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ def timed_words(items: Any) -> list[tuple[str, float, float]]:
     out = []
     for w in items or []:
         if isinstance(w, list | tuple):
+            if len(w) != 3:
+                continue
             text, s, e = w
         elif isinstance(w, str) and hasattr(w, "start_time"):  # LiveKit's TimedString
             text, s, e = str(w), field_of(w, "start_time"), field_of(w, "end_time")

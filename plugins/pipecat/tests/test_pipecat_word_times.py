@@ -18,10 +18,11 @@ from pipecat.frames.frames import (
 )
 from turnkit.frames import TranscriptFrame
 from turnkit.replay.recording import load_recording
+from turnkit.text.word_clock import MAX_LAG_S
 
 from turnkit_pipecat import TurnkitTurnEngine
 from turnkit_pipecat.replay import recording_frames
-from turnkit_pipecat.word_times import MAX_LAG_S, WordTimes
+from turnkit_pipecat.word_times import WordTimes
 
 CORPUS = Path(__file__).resolve().parents[3] / "recordings"
 DELAY_S = 0.25

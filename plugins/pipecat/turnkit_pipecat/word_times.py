@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from turnkit.frames import Word
-from turnkit.text.word_clock import MAX_LAG_S, WordClock, field_of, number, timed_words
+from turnkit.text.word_clock import WordClock, field_of, number, timed_words
 
-__all__ = ["MAX_LAG_S", "SttWords", "WordTimes"]
+__all__ = ["SttWords", "WordTimes"]
 
 log = logging.getLogger(__name__)
 
