@@ -67,7 +67,10 @@ async def _session(agent: Agent) -> tuple[list[TranscriptFrame], list[Any], dict
 
     stream.detector.on_transcript = tap  # type: ignore[method-assign]
     await asyncio.wait_for(src.done.wait(), END_S + 10)
-    await asyncio.sleep(1.0)
+    # The first turn's commit: an event, however busy the machine.
+    async with asyncio.timeout(60):
+        while not users:
+            await asyncio.sleep(0.02)
     await session.aclose()
     return seen, users, call
 
