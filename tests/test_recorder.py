@@ -44,12 +44,14 @@ async def play_call(
     host_vad: bool = False,
     caller_rate: int = SR,
     overrun_s: float = 2.0,
+    onset_late_s: float = 0.0,
 ) -> Path | None:
     """Feed ``src`` to a CallRecorder the way a live host would: mic chunks
     as they arrive, each agent reply's audio queued when it starts (with
     ``overrun_s`` more than was played, dropped by the interruption where
     the caller barged in), finals 300 ms after each turn, agent text just
-    before its audio."""
+    before its audio. ``onset_late_s``: the host's VAD reports each speech
+    start that much after it began (an edge given when the VAD is sure)."""
     clock = VirtualClock(T0)
     rec = CallRecorder(folder, clock=clock, call_id=src.id + "-rec", tags=["test"])
     caller = read_wav(src.caller_path, caller_rate)
@@ -74,7 +76,7 @@ async def play_call(
         evs.append(_Ev(T0 + t.end + 0.3, 4, "final", (t.text, words)))
         if host_vad:
             for s, e in t.speech_spans():
-                evs.append(_Ev(T0 + s + 0.064, 5, "vad_start", T0 + s))
+                evs.append(_Ev(T0 + s + 0.064, 5, "vad_start", T0 + s + onset_late_s))
                 evs.append(_Ev(T0 + e + 0.2, 6, "vad_stop", T0 + e))
     for ev in sorted(evs):
         await clock.advance_to(max(clock.now(), ev.at))
@@ -183,6 +185,24 @@ async def test_round_trip_barge_in_with_host_vad(tmp_path: Path) -> None:
         if g.response_ms is not None and s.response_ms is not None:
             assert abs(g.response_ms - s.response_ms) <= 32.0 + 1e-6
     assert sum(not t.missed for t in score.turns) >= 2
+
+
+async def test_words_before_a_late_vad_onset_stay_with_their_turn(tmp_path: Path) -> None:
+    """A host whose speech-start edge comes 150 ms after the onset (LiveKit
+    reports its user state when the VAD is sure): each transcript's words
+    still go to their own turn, which is widened to hold them, and the
+    folder loads (before: words outside the turn failed the format check,
+    and a later turn's transcript went to the turn before it)."""
+    src = load_recording(CORPUS / "order-natural-15")
+    out = await play_call(src, tmp_path / "call", host_vad=True, onset_late_s=0.15)
+    assert out is not None
+    got = load_recording(out, check_audio=True)
+    assert [t.text for t in got.caller_turns] == [t.text for t in src.caller_turns]
+    for g, s in zip(got.caller_turns, src.caller_turns, strict=True):
+        assert [w.text for w in g.words or []] == [w.text for w in s.words or []]
+        assert all(_close(a.start, b.start, 0.001) for a, b in zip(g.words, s.words, strict=True))
+        if s.words:
+            assert g.start <= s.words[0].start + 0.001 and g.end >= s.words[-1].end - 0.001
 
 
 async def test_speech_the_agent_talked_through_is_not_a_turn(tmp_path: Path) -> None:

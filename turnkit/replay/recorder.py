@@ -63,7 +63,6 @@ __all__ = ["CallRecorder", "RecorderError", "SpeechSpan"]
 log = logging.getLogger(__name__)
 
 
-
 class RecorderError(ValueError):
     """Bad input to the recorder; the message names the field."""
 
@@ -536,18 +535,44 @@ class CallRecorder:
         return out
 
     def _attach_transcripts(self, utterances: list[_Utterance], origin: float) -> None:
-        """A final transcript belongs to the utterance its first word (or,
-        without words, the utterance it follows) falls in."""
+        """A final transcript belongs to the utterance its words overlap most
+        (or, without words, the utterance it follows). Words are the
+        recogniser's evidence of when the caller spoke; a host's VAD edges
+        come when it is sure (LiveKit's ``user_state_changed`` 0.1 s after the
+        onset or more), so the turn is widened to hold its words."""
         if not utterances:
             return
         starts = [u.start for u in utterances]
         dur = self.duration
         for tr in sorted(self._transcripts, key=lambda t: t.at):
-            key = (tr.words[0][1] if tr.words else tr.at) - origin
-            idx = max((i for i, s in enumerate(starts) if s <= key + 0.05), default=0)
+            words = [
+                (
+                    w,
+                    round(min(max(s - origin, 0.0), dur), 3),
+                    round(min(max(e - origin, 0.0), dur), 3),
+                )
+                for w, s, e in tr.words
+            ]
+            if words:
+                lo, hi = words[0][1], max(e for _, _, e in words)
+                idx = max(
+                    range(len(utterances)),
+                    key=lambda i: (
+                        min(hi, utterances[i].end) - max(lo, utterances[i].start),
+                        -i,
+                    ),
+                )
+            else:
+                key = tr.at - origin
+                idx = max((i for i, s in enumerate(starts) if s <= key + 0.05), default=0)
             u = utterances[idx]
             u.texts.append(tr.text)
-            for w, s, e in tr.words:
-                ws = round(min(max(s - origin, 0.0), dur), 3)
-                we = round(min(max(e - origin, ws), dur), 3)
-                u.words.append((w, ws, we))
+            if not words:
+                continue
+            floor = utterances[idx - 1].end if idx > 0 else 0.0
+            ceil = utterances[idx + 1].start if idx + 1 < len(utterances) else dur
+            u.start = max(floor, min(u.start, lo))
+            u.end = min(ceil, max(u.end, hi))
+            for w, ws, we in words:
+                ws = min(max(ws, u.start), u.end)
+                u.words.append((w, ws, min(max(we, ws), u.end)))

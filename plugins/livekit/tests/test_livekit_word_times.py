@@ -16,7 +16,10 @@ from livekit.agents import Agent, AgentSession, llm
 from livekit.plugins import silero
 
 from turnkit.frames import TranscriptFrame
+from turnkit.replay.recording import load_recording
 from turnkit_livekit import WordTimesAgent, attach, turn_detector, turn_handling
+from turnkit_livekit.noted_words import NotedWords
+from turnkit_livekit.recorder import record_session
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -33,7 +36,9 @@ CALL = "booking-think-03"  # first caller turn 1.165-4.711 s
 END_S = 6.0
 
 
-async def _session(agent: Agent) -> tuple[list[TranscriptFrame], list[Any], dict[str, Any]]:
+async def _session(
+    agent: Agent, record_to: Path | None = None
+) -> tuple[list[TranscriptFrame], list[Any], dict[str, Any]]:
     audio, call = load_call(CALL)
     src = WavAudioInput(audio, 0.0, END_S)
     det = turn_detector("semantic-text", prediction_timeout_s=5.0)
@@ -57,6 +62,8 @@ async def _session(agent: Agent) -> tuple[list[TranscriptFrame], list[Any], dict
     )
     attach(session, det)
     await session.start(agent, record=False)
+    if record_to is not None:
+        record_session(session, record_to)
     seen: list[TranscriptFrame] = []
     stream = det.streams[-1]
     inner = stream.detector.on_transcript
@@ -106,9 +113,39 @@ def test_noted_words_are_taken_by_the_matching_transcript_only(final: bool) -> N
         stream = det.stream()
         stream.note_words("hello", final, ["w1"])
         stream.note_words("hello there", final, ["w1", "w2"])
-        assert stream._take_noted("hello there", not final) is None
-        assert stream._take_noted("hello there", final) == ["w1", "w2"]
-        assert stream._take_noted("hello", final) is None  # older ones went with it
+        assert stream._noted.take("hello there", not final) is None
+        assert stream._noted.take("hello there", final) == ["w1", "w2"]
+        assert stream._noted.take("hello", final) is None  # older ones went with it
         await stream.aclose()
 
     asyncio.run(main())
+
+
+def test_a_recorder_notes_final_words_only() -> None:
+    noted = NotedWords(finals_only=True)
+    noted.note("hello", False, ["w1"])
+    noted.note("hello", True, ["w1"])
+    assert noted.take("hello", False) is None
+    assert noted.take("hello", True) == ["w1"]
+
+
+async def test_a_recorded_session_keeps_the_stts_word_times(tmp_path: Path) -> None:
+    """record_session writes each final transcript's words with the STT's
+    times, on the recording's timeline (the caller audio it recorded)."""
+    folder = tmp_path / "call"
+    await _session(WordTimesAgent(instructions="You take bookings."), record_to=folder)
+    _, call = load_call(CALL)
+    said = [w for e in call["events"] for w in e.get("words", []) if w["end"] <= END_S]
+    rec = load_recording(folder, check_audio=True)
+    got = [w for t in rec.caller_turns for w in t.words or []]
+    assert [w.text for w in got] == [w["text"] for w in said][: len(got)]
+    assert len(got) >= 5
+    for w, x in zip(got, said, strict=False):
+        assert abs(w.start - x["start"]) < 0.1 and abs(w.end - x["end"]) < 0.1, (w, x)
+
+
+async def test_a_recorded_session_without_the_tap_has_no_word_times(tmp_path: Path) -> None:
+    folder = tmp_path / "call"
+    await _session(Agent(instructions="You take bookings."), record_to=folder)
+    rec = load_recording(folder, check_audio=True)
+    assert rec.caller_turns and not any(t.words for t in rec.caller_turns)

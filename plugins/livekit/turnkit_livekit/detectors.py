@@ -63,7 +63,6 @@ import contextlib
 import inspect
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -90,6 +89,7 @@ from turnkit.frames import (
 )
 from turnkit.text.normalize import normalize_text
 from turnkit.text.word_clock import WordClock, timed_words
+from turnkit_livekit.noted_words import NotedWords
 from turnkit_livekit.timeline import judged
 
 __all__ = [
@@ -313,7 +313,7 @@ class TurnkitDetectorStream:
         # The STT's word times (turnkit_livekit.stt_words notes them as the
         # STT node yields its events; the session's transcript event then
         # picks them up), on the stream's audio clock.
-        self._noted: deque[tuple[str, bool, list[Any]]] = deque(maxlen=32)
+        self._noted = NotedWords()
         self.word_clock = WordClock()
         self._committed_until = 0.0  # speech end of the last commit
         self.transcripts = 0
@@ -441,25 +441,13 @@ class TurnkitDetectorStream:
         if self._closed:
             return
         if words is None:
-            words = self._take_noted(text, is_final)
+            words = self._noted.take(text, is_final)
         self._q.put_nowait((("final:" if is_final else "interim:") + text, list(words or [])))
 
     def note_words(self, text: str, is_final: bool, words: Sequence[Any] | None) -> None:
         """The STT wrote ``text`` with these timed words; the session's
         transcript event for it follows (see :func:`turnkit_livekit.stt_words`)."""
-        if words:
-            self._noted.append((text.strip(), is_final, list(words)))
-
-    def _take_noted(self, text: str, is_final: bool) -> list[Any] | None:
-        # LiveKit hands the STT's events to the session in order, so the
-        # transcript's own words are the first noted ones that match it.
-        key = text.strip()
-        for i, (t, f, ws) in enumerate(self._noted):
-            if t == key and f == is_final:
-                for _ in range(i + 1):
-                    self._noted.popleft()
-                return ws
-        return None
+        self._noted.note(text, is_final, words)
 
     def set_agent_text(self, text: str) -> None:
         self.detector.set_agent_text(text)

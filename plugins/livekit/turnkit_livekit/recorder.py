@@ -9,6 +9,15 @@ user's speaking state (LiveKit's VAD edges), final transcripts, the agent's
 text (each reply as LiveKit stores it, placed where its audio began), and each committed user turn (with its ``ChatMessage.metrics``) as a
 live turn event. The folder is written when the session closes.
 
+A final transcript's word times are recorded when the agent's STT node
+notes them (:class:`~turnkit_livekit.WordTimesAgent` or
+:func:`~turnkit_livekit.stt_words`): LiveKit's times count seconds of the
+session's audio input, which the recorder's caller audio is (it wraps that
+input), so they are put on the recording's timeline by the same
+:class:`~turnkit.text.word_clock.WordClock` the detector stream uses.
+Without them a replay stamps each transcript with its arrival and the
+detectors' word-time rules do not run.
+
 Example::
 
     await session.start(agent, room=ctx.room)
@@ -29,6 +38,9 @@ from livekit.agents.voice.io import AudioInput, AudioOutput
 
 from turnkit.clock import RealClock
 from turnkit.replay.recorder import CallRecorder
+from turnkit.text.word_clock import WordClock, timed_words
+from turnkit_livekit.noted_words import NotedWords
+from turnkit_livekit.word_times import add_listener
 
 __all__ = ["record_session"]
 
@@ -100,9 +112,21 @@ def record_session(
         elif ev.old_state == "speaking":
             rec.caller_speech_stopped()
 
+    noted = NotedWords(finals_only=True)
+    word_clock = WordClock()
+    add_listener(session, "recorder", noted.note)
+
     def on_transcribed(ev: Any) -> None:
-        if ev.is_final and not rec.finished:
-            rec.transcript(ev.transcript, final=True)
+        if not ev.is_final or rec.finished:
+            return
+        timed = timed_words(noted.take(ev.transcript, True))
+        words = None
+        if timed and rec.origin is not None:
+            # Seconds of caller audio recorded are the recording's timeline:
+            # the STT's stream times go onto it, then onto the recorder's clock.
+            placed = word_clock.place(timed, None, rec.duration)
+            words = [(w.text, rec.origin + w.start, rec.origin + w.end) for w in placed]
+        rec.transcript(ev.transcript, final=True, words=words)
 
     def on_item(ev: Any) -> None:
         item = ev.item

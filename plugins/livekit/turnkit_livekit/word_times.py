@@ -17,7 +17,9 @@ session's turnkit detector stream (:meth:`TurnkitDetectorStream.note_words`);
 the transcript event that follows picks them up. For an agent with its own
 ``stt_node``, :func:`stt_words` does the same around any event iterator.
 The stream puts the times on its audio clock
-(:class:`turnkit.text.word_clock.WordClock`).
+(:class:`turnkit.text.word_clock.WordClock`). :func:`turnkit_livekit.recorder.record_session`
+listens too, so a recorded call keeps its words' times (``words`` in
+``call.json``) and replays with the same rules.
 
 Example::
 
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from typing import Any
 
 from livekit import rtc
@@ -42,10 +44,12 @@ from livekit.agents.voice.agent import ModelSettings
 
 from turnkit_livekit.detectors import TurnkitStreamingDetector
 
-__all__ = ["WordTimesAgent", "register", "stt_words"]
+__all__ = ["WordTimesAgent", "add_listener", "register", "stt_words"]
 
-# The detector attach() gave each session (weak: a closed session goes).
-_DETECTORS: weakref.WeakKeyDictionary[AgentSession, TurnkitStreamingDetector] = (
+# Who reads each session's word times: its turnkit detector (attach()) and
+# its recorder (record_session), keyed by role (weak: a closed session goes).
+WordsListener = Callable[[str, bool, Sequence[Any]], None]
+_LISTENERS: weakref.WeakKeyDictionary[AgentSession, dict[str, WordsListener]] = (
     weakref.WeakKeyDictionary()
 )
 _TRANSCRIPTS = {
@@ -54,22 +58,34 @@ _TRANSCRIPTS = {
 }
 
 
+def add_listener(session: AgentSession, role: str, listener: WordsListener) -> None:
+    """``listener(text, is_final, words)`` is called with each transcript's
+    timed words the session's STT node notes (one listener per ``role``)."""
+    _LISTENERS.setdefault(session, {})[role] = listener
+
+
 def register(session: AgentSession, detector: TurnkitStreamingDetector) -> None:
     """``detector`` reads ``session``'s transcripts (:func:`attach` calls this)."""
-    _DETECTORS[session] = detector
+
+    def to_stream(text: str, final: bool, words: Sequence[Any]) -> None:
+        if detector.streams:
+            detector.streams[-1].note_words(text, final, words)
+
+    add_listener(session, "detector", to_stream)
 
 
 async def stt_words(
     session: AgentSession, events: AsyncIterable[stt.SpeechEvent]
 ) -> AsyncIterator[stt.SpeechEvent]:
     """``events`` unchanged, each transcript's word times noted for the
-    session's turnkit detector stream on the way."""
+    session's turnkit detector stream and recorder on the way."""
     async for ev in events:
         final = _TRANSCRIPTS.get(ev.type) if isinstance(ev, stt.SpeechEvent) else None
-        det = _DETECTORS.get(session)
-        if final is not None and ev.alternatives and det is not None and det.streams:
+        listeners = _LISTENERS.get(session)
+        if final is not None and ev.alternatives and listeners:
             alt = ev.alternatives[0]
-            det.streams[-1].note_words(alt.text, final, alt.words)
+            for listener in list(listeners.values()):
+                listener(alt.text, final, alt.words)
         yield ev
 
 
