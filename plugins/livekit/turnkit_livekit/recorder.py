@@ -5,7 +5,8 @@
 feeds turnkit's framework-free :class:`~turnkit.replay.recorder.CallRecorder`
 from what the session sees: every caller frame as it arrives, every agent
 frame as it is handed to the speaker (``clear_buffer`` = interrupted), the
-user's speaking state (LiveKit's VAD edges), final transcripts, the agent's
+user's speaking state (LiveKit's VAD edges, at the times LiveKit stamps
+them: the onset, and the end less the silence it waited for), final transcripts, the agent's
 text (each reply as LiveKit stores it, placed where its audio began), and each committed user turn (with its ``ChatMessage.metrics``) as a
 live turn event. The folder is written when the session closes.
 
@@ -104,13 +105,20 @@ def record_session(
     if session.output.audio is not None:
         session.output.audio = _RecordingOutput(session.output.audio, rec)
 
+    def on_clock(wall: float) -> float:
+        """A LiveKit wall time (``time.time()``), on the recorder's clock."""
+        return clock.now() - max(0.0, time.time() - float(wall))
+
     def on_user_state(ev: Any) -> None:
         if rec.finished:
             return
+        # LiveKit stamps the change with the speech's own edge (its VAD's
+        # onset; its end less the silence it waited for), not with when it
+        # was sure: the event itself comes min_silence_duration late.
         if ev.new_state == "speaking":
-            rec.caller_speech_started()
+            rec.caller_speech_started(on_clock(ev.created_at))
         elif ev.old_state == "speaking":
-            rec.caller_speech_stopped()
+            rec.caller_speech_stopped(on_clock(ev.created_at))
 
     noted = NotedWords(finals_only=True)
     word_clock = WordClock()
@@ -136,8 +144,7 @@ def record_session(
             # LiveKit adds the reply after its audio ended (cut to what was
             # heard when interrupted); it belongs where it started to play.
             started = item.metrics.get("started_speaking_at") or item.created_at
-            lag = max(0.0, time.time() - float(started))
-            rec.agent_text(item.text_content or "", at=clock.now() - lag)
+            rec.agent_text(item.text_content or "", at=on_clock(started))
         elif item.role == "user":
             metrics = {k: v for k, v in dict(item.metrics).items() if _jsonable(v)}
             rec.turn_event("user_turn_end", text=item.text_content or "", metrics=metrics)
