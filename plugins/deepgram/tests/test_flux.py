@@ -67,9 +67,56 @@ def test_mapper_frames_for_each_event() -> None:
     assert TurnEagerFrame not in by_event["Update"]
 
 
-def test_mapper_normalises_and_times_transcripts() -> None:
+def _turn_info(start: float, words: list[tuple[str, float, float]]) -> ListenV2TurnInfo:
+    return ListenV2TurnInfo(
+        request_id="r",
+        sequence_id=1,
+        event="Update",
+        turn_index=0,
+        audio_window_start=start,
+        audio_window_end=words[-1][2] + 0.1,
+        transcript=" ".join(w for w, _, _ in words),
+        words=[{"word": w, "confidence": 0.9, "start": a, "end": b} for w, a, b in words],
+        end_of_turn_confidence=0.1,
+    )
+
+
+async def test_mapper_puts_word_times_on_the_clock_across_a_reconnect() -> None:
+    """Flux's times count seconds of one connection's audio. A mapper on a
+    clock that started 20 s before the stream (no ``audio_offset`` given),
+    and the same mapper after a reconnect (times from zero again), read its
+    words where they were said, not 20 or 40 s early: the offset is re-anchored
+    on the first result far behind the clock (turnkit.text.word_clock)."""
+    clock = VirtualClock()
+    mapper = FluxTurnMapper(clock)
+    await clock.advance_to(21.6)  # the stream started at 20.0 on this clock
+    tr = next(
+        f
+        for f in mapper.map(_turn_info(0.2, [("hello", 0.3, 1.4)]))
+        if isinstance(f, TranscriptFrame)
+    )
+    # anchored on its arrival: its own lag (0.1 s) reads late, not 20 s early
+    assert tr.words[0].end == pytest.approx(21.5) and tr.spoken_until == tr.words[0].end
+    await clock.advance_to(23.57)  # a result with less lag settles the offset
+    tr = next(
+        f
+        for f in mapper.map(_turn_info(0.2, [("hello", 0.3, 1.4), ("there", 1.5, 3.45)]))
+        if isinstance(f, TranscriptFrame)
+    )
+    assert tr.words[-1].end == pytest.approx(23.47)  # said at 23.45
+    await clock.advance_to(41.0)  # reconnected at 40.0: times start at zero again
+    tr = next(
+        f
+        for f in mapper.map(_turn_info(0.0, [("yes", 0.2, 0.9)]))
+        if isinstance(f, TranscriptFrame)
+    )
+    assert tr.words[0].start == pytest.approx(40.2)
+
+
+async def test_mapper_normalises_and_times_transcripts() -> None:
     clock = VirtualClock()
     mapper = FluxTurnMapper(clock, audio_offset=10.0)
+    await clock.advance_to(11.6)  # the message arrives after the audio it covers
     msg = ListenV2TurnInfo(
         request_id="r",
         sequence_id=3,
@@ -187,7 +234,9 @@ async def test_tool_gate_behind_flux(tmp_path: Path) -> None:
     # at Flux's EagerEndOfTurn (250 ms before EndOfTurn) makes its tool calls
     # while it is still a draft.
     engine = StandInEngine(
-        clock, 0.1, tools_for=lambda words: [("lookup", {"q": words}), ("file_ticket", {"text": words})]
+        clock,
+        0.1,
+        tools_for=lambda words: [("lookup", {"q": words}), ("file_ticket", {"text": words})],
     )
     result = await replay_flux(path, engine=engine, gate=gate, clock=clock)
     for t in gate.ledger:

@@ -54,9 +54,9 @@ from turnkit.frames import (
     TurnEndFrame,
     TurnResumedFrame,
     VADSpeechStartedFrame,
-    Word,
 )
 from turnkit.text.normalize import normalize_text
+from turnkit.text.word_clock import WordClock, number, timed_words
 
 __all__ = ["DETECTOR", "FluxThresholds", "FluxTurnMapper"]
 
@@ -110,8 +110,13 @@ class FluxTurnMapper:
     done (eager) or is done (end), on the evidence described in the module
     docstring. Frames are stamped with ``clock.now()`` (when the message
     arrived); ``VADSpeechStartedFrame.at`` and ``TranscriptFrame.spoken_until``
-    come from Flux's word times, offset by ``audio_offset`` (the clock time
-    of the stream's first audio sample).
+    come from Flux's word times, put on the clock by a
+    :class:`~turnkit.text.word_clock.WordClock` starting at ``audio_offset``
+    (the clock time of the stream's first audio sample): the same time base
+    as turnkit's other hosts, so a mapper kept across a reconnect (Flux's
+    times start at zero again) or given no offset on a clock that started
+    before the stream is re-anchored instead of reading every word seconds
+    early.
     """
 
     def __init__(
@@ -123,7 +128,8 @@ class FluxTurnMapper:
     ) -> None:
         self.clock = clock
         self.thresholds = thresholds
-        self.audio_offset = audio_offset
+        self.word_clock = WordClock()
+        self.word_clock.offset = audio_offset
         self.reset()
 
     def reset(self) -> None:
@@ -146,11 +152,9 @@ class FluxTurnMapper:
             # opens one.
             self.reset()
             self.turn_index = msg.turn_index
-        words = [
-            Word(text=w.word, start=self._t(w.start), end=self._t(w.end))
-            for w in msg.words
-            if w.start is not None and w.end is not None
-        ]
+        # audio_window_end: how far into the stream Flux had heard when it
+        # wrote this message (its words end at or before it).
+        words = self.word_clock.place(timed_words(msg.words), number(msg.audio_window_end), now)
         spoken_until = words[-1].end if words else self._t(msg.audio_window_end)
         text = normalize_text(msg.transcript)
         changed = text != self.text
@@ -208,8 +212,13 @@ class FluxTurnMapper:
         return out
 
     # -- helpers ---------------------------------------------------------------
+    @property
+    def audio_offset(self) -> float:
+        """The clock time of the stream's first audio sample, as it stands."""
+        return self.word_clock.offset
+
     def _t(self, audio_s: float | None) -> float:
-        return self.audio_offset + float(audio_s or 0.0)
+        return self.word_clock.offset + float(audio_s or 0.0)
 
     def _eager(self, now: float, conf: float) -> TurnEagerFrame:
         self.eager_out = True
