@@ -643,6 +643,20 @@ async def test_a_number_as_long_as_the_field_asked_for_gets_no_digit_run_wait() 
         ("What's your zip code?", "nine four one double oh", True),
         ("What's the card number?", "four one five five", False),
         ("What's your phone number?", "five five five one two three four", False),
+        # A phone number whose national format fixes its length is whole at it.
+        (
+            "What's your phone number?",
+            "it's oh one two two three three five four six seven eight",
+            True,
+        ),
+        ("Can I have a phone number?", "01223 354678", True),
+        ("What's your phone number?", "oh one two two three three five four six", False),
+        ("What's your phone number?", "four one five five five five oh one three two", True),
+        ("What's your phone number?", "one four one five five five five oh one three two", True),
+        ("What's your phone number?", "four one five double five five oh one three two", True),
+        ("What's your phone number?", "four one five five five five oh one three", False),
+        # not asked for a phone: ten digits are just ten digits
+        ("What's the order number?", "four one five five five five oh one three two", False),
         ("What's the order number?", "one two three four", False),
         ("What are the last four digits?", "forty one fifty five", False),
     ],

@@ -85,11 +85,17 @@ from turnkit.frames import (
     TurnResumedFrame,
     Word,
 )
-from turnkit.text.features import DIGITS, NUMBERS, expected_digits, trailing_digits
+from turnkit.text.features import (
+    DIGITS,
+    NUMBERS,
+    expected_digits,
+    phone_complete,
+    trailing_digits,
+)
 from turnkit.text.lexicon import is_backchannel
 from turnkit.text.normalize import normalize_text
 from turnkit.text.numerals import spoken_numbers
-from turnkit.text.question import announces_more
+from turnkit.text.question import announces_more, read_agent
 from turnkit.text.recogniser import StreamingWatch
 
 __all__ = [
@@ -270,7 +276,9 @@ def number_complete(agent_text: str, text: str) -> bool:
     card?"): the run is whole, no chunk is to come, so it gets no longer
     floor or ceiling; the scorer's P decides as for any turn."""
     want = expected_digits(agent_text)
-    return want is not None and trailing_digits(text) == want
+    if want is not None:
+        return trailing_digits(text) == want
+    return "phone" in read_agent(agent_text).fields and phone_complete(text)
 
 
 @dataclass(slots=True)

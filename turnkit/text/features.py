@@ -95,20 +95,48 @@ def expected_digits(agent_text: str) -> int | None:
     )
 
 
+def _trailing_run(text: str) -> list[str] | None:
+    """The digit words (or numerals) read out at the end of ``text``, in
+    order; None when the run holds a number word ("forty two")."""
+    words = [_canon(w) for w in normalize_text(text).split()]
+    run: list[str] = []
+    for w in reversed(words):
+        if w in NUMBERS:
+            return None
+        if not _digit_count(w):
+            break
+        run.append(w)
+    return run[::-1]
+
+
 def trailing_digits(text: str) -> int | None:
     """Digits read out at the end of ``text``, one word per digit ("four
     one five", "double five": 2); None when the run holds a number word
     whose digit count is not its own ("forty two", "fifteen hundred")."""
-    words = [_canon(w) for w in normalize_text(text).split()]
-    count = 0
-    for w in reversed(words):
-        if w in NUMBERS:
-            return None
-        d = _digit_count(w)
-        if not d:
-            break
-        count += d
-    return count
+    run = _trailing_run(text)
+    return None if run is None else sum(_digit_count(w) for w in run)
+
+
+_DIGIT_VALUE = {
+    "zero": "0", "oh": "0", "o": "0", "one": "1", "two": "2", "three": "3",
+    "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
+}  # fmt: skip
+
+
+def phone_complete(text: str) -> bool:
+    """``text`` ends with a whole telephone number, in the national formats
+    whose length is fixed: 11 digits opening with 0 (a UK number, "oh one
+    two two three …") or with 1 (a North American one with its country
+    code), 10 opening with 2–9 (a North American one). Other countries'
+    numbers (10 digits opening with 0 in France, 10–12 in Germany) are not
+    told whole: their run waits as any other."""
+    run = _trailing_run(text)
+    if not run:
+        return False
+    first = next((w for w in run if w not in ("double", "triple")), "")
+    lead = first[0] if first[:1].isdigit() else _DIGIT_VALUE.get(first, "")
+    n = sum(_digit_count(w) for w in run)
+    return (lead in ("0", "1") and n == 11) or (lead in tuple("23456789") and n == 10)
 
 
 def agent_context(agent_text: str) -> tuple[str, ...]:
