@@ -426,9 +426,10 @@ async def test_recorder_round_trip(tmp_path: Path) -> None:
     assert len(turns) == 1
     assert "saturday" in turns[0].text.lower()
     # The caller's speech (1.165-4.711 s), by LiveKit's VAD at the edges it
-    # stamps (Silero's own end lags the label ~0.1-0.2 s); before, its end
-    # was when the VAD was sure, min_silence_duration later (5.20 s here).
-    assert abs(turns[0].start - 1.165) < 0.15 and abs(turns[0].end - 4.711) < 0.3, turns[0]
+    # stamps (Silero's own end lags the label ~0.1-0.2 s: 4.88 s here); before,
+    # its end was when the VAD was sure, min_silence_duration (0.3 s) later:
+    # 5.20 s. Bounds left wide for a loaded machine's scheduling.
+    assert 1.0 < turns[0].start < 1.6 and 4.5 < turns[0].end < 5.1, turns[0]
     assert len(rec.agent_turns) == 1
     assert rec.agent_turns[0].text == "Sure, a table for four on Saturday."  # FakeLLM's reply
     import subprocess
