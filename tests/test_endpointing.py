@@ -462,6 +462,32 @@ async def test_after_an_acknowledgement_the_next_sound_is_a_new_turn() -> None:
         assert bool(ended) is not new_turn, (said, d.signals)
 
 
+async def test_a_last_word_stamped_past_the_vads_end_stays_with_its_turn() -> None:
+    """A recogniser that stamps the last word's end past the VAD's speech
+    end (tens of ms is common; words spread over a host VAD's span in a
+    recording made without word times): the commit left that transcript
+    reading as the next turn's words, and the next turn's first pause was
+    judged on the last turn's text (a LiveKit recording's replay answered
+    its echo in 256 ms, "complete", where the live agent waited its ceiling
+    for words). Words that end before the commit are the committed turn's."""
+    policy = WaitPolicy(threshold=0.5, min_wait_ms=100, max_wait_ms=900)
+    scorer = FakeScorer(0.99)
+    d = DetectorDriver(FakeDetector(scorer, policy))
+    await _streamed_turn(d, "i would like to book a table")
+    speech_end = d.t
+    await d.silence(0.064)
+    await d.say("i would like to book a table for four", spoken_until=speech_end + 0.06)
+    await d.silence(0.4)
+    assert len(d.ends()) == 1, d.signals
+    d.det.set_agent_text("Sure. For what time?")
+    scorer.looks.clear()
+    await d.speak(0.6)  # the caller's next sound; no words for it yet
+    await d.silence(0.2)
+    assert scorer.looks, d.signals
+    assert all(ev.text == "" for ev in scorer.looks), [ev.text for ev in scorer.looks]
+    assert len(d.ends()) == 1, d.signals  # no words: it waits the ceiling, not the floor
+
+
 async def _timed_words(d: DetectorDriver, text: str, until: float) -> None:
     """A final transcript with word times: its last word spoken in the
     0.3 s up to ``until``."""

@@ -1003,8 +1003,14 @@ class Endpointing:
         if self.turn_text():
             self._remember("user", self.turn_text())
         # Words spoken up to here belong to the turn just ended; words that
-        # arrive later (even within this frame) are the next turn's.
-        self.decided_until = pause.speech_end
+        # arrive later (even within this frame) are the next turn's. "Here"
+        # is the VAD's speech end, or the last word's end where the
+        # recogniser stamps it later (a word's end runs past the VAD's by
+        # tens of ms; words spread over a host VAD's span): no word of the
+        # next turn can end before this commit, and a transcript left
+        # reading as the next turn's words judged that turn's first pause
+        # on this one's text.
+        self.decided_until = max(pause.speech_end, min(self.spoken_until, self.clock.now()))
         self._pause = None
         self._wordless_ms = None
         self._wordless_db = []
