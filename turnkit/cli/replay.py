@@ -328,6 +328,7 @@ def replay(
     _print_results(results, len(calls), len(failed), elapsed, n_workers)
     _print_subsets(results)
     _print_drafting(results)
+    _print_live(results)
     no_ref = sorted({c for r in results for c in r.get("echo_reference_missing", [])})
     if no_ref:
         err.print(
@@ -452,6 +453,40 @@ def _print_drafting(results: list[dict[str, Any]]) -> None:
             if live is None
             else f"{_fmt(live['ttft_ms']['p50'], ' ms')} / {_fmt(live['ttft_ms']['p95'], ' ms')}",
             "—" if live is None else str(live["errors"]),
+        )
+    out.print(table)
+
+
+def _print_live(results: list[dict[str, Any]]) -> None:
+    """Calls recorded live with the replayed detector's decisions: does the
+    replay decide where the live agent did (turnkit.replay.live)?"""
+    rows = [r for r in results if r.get("live_agreement")]
+    if not rows:
+        return
+    table = Table(title="replay against the live decisions", title_justify="left")
+    for col in (
+        "detector",
+        "calls",
+        "live decisions",
+        "matched",
+        "within 32 ms",
+        "|Δ| p50 / p95 / max",
+        "live only",
+        "replay only",
+    ):
+        table.add_column(col, justify="left" if col == "detector" else "right")
+    for r in rows:
+        a = r["live_agreement"]
+        d = a["abs_delta_ms"]
+        table.add_row(
+            escape(r["detector"]),
+            str(a["calls"]),
+            str(a["live_decisions"]),
+            str(a["matched"]),
+            str(a["within_frame"]),
+            f"{_fmt(d['p50'], '')} / {_fmt(d['p95'], '')} / {_fmt(d['max'], ' ms')}",
+            str(a["live_only"]),
+            str(a["replay_only"]),
         )
     out.print(table)
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from turnkit.replay.agent import Reply
+from turnkit.replay.live import LiveAgreement, combine
 from turnkit.replay.recording import Recording
 
 if TYPE_CHECKING:
@@ -140,6 +141,9 @@ class CallScore:
     # The echo filter's reference: "agent.wav", "missing" (transcript check
     # only) or "off" (filters off); "" from older results.
     echo_reference: str = ""
+    # The replay's decisions against the live detector's, where the call was
+    # recorded live with them (turnkit.replay.live).
+    live_agreement: LiveAgreement | None = None
     # The call's manifest tags (subsets such as "natural", "stress", "telephone").
     tags: list[str] = field(default_factory=list)
     # Tool calls (a call with ``tool_call`` events): see ToolFigures.figures.
@@ -153,6 +157,8 @@ class CallScore:
         d = dict(d)
         d["turns"] = [TurnScore(**t) for t in d["turns"]]
         d["events"] = [EventScore(**e) for e in d["events"]]
+        if isinstance(d.get("live_agreement"), dict):
+            d["live_agreement"] = LiveAgreement(**d["live_agreement"])
         return cls(**d)
 
 
@@ -534,12 +540,20 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
         "spurious_replies": sum(c.spurious_replies for c in calls),
         "ignored_decisions": sum(c.ignored_decisions for c in calls),
         "echo_reference_missing": sorted(c.call for c in calls if c.echo_reference == "missing"),
+        # Calls recorded live with this detector's decisions: where the replay
+        # decided as the live agent did (None: no such call).
+        "live_agreement": _live_row(calls),
         "compute_ms_per_decision": _pct(compute, 50, 95),
         "audio_seconds": round(sum(c.audio_seconds for c in calls), 3),
         "wall_seconds": round(sum(c.wall_seconds for c in calls), 3),
         "per_turn": [t.row() for t in turns],
         "subsets": subset_figures(turns, {c.call: c.tags for c in calls}),
     }
+
+
+def _live_row(calls: Sequence[CallScore]) -> dict[str, Any] | None:
+    both = combine(c.live_agreement for c in calls)
+    return None if both is None else both.row()
 
 
 # Call tags that name a subset of the demo corpus, reported apart.

@@ -57,6 +57,7 @@ from turnkit.replay.engine import (
     replay_tools,
 )
 from turnkit.replay.latency import LatencyModel
+from turnkit.replay.live import LiveAgreement, agreement, live_decisions
 from turnkit.replay.llm_source import SYSTEM_PROMPT, LiveEngine, ModelTTFT, TTFTSource
 from turnkit.replay.metrics import CallScore, ToolFigures, score_call
 from turnkit.replay.oracle import OracleTranscriber, oracle_words
@@ -371,7 +372,18 @@ async def replay_call(
         tools=tools.figures() if tools is not None else None,
     )
     score.echo_reference = echo_reference
+    score.live_agreement = _live_agreement(rec, detector_spec, agent)
     return score
+
+
+def _live_agreement(rec: Recording, spec: str, agent: SimulatedAgent) -> LiveAgreement | None:
+    """The replay's decisions against those the live host's same detector
+    recorded (:mod:`turnkit.replay.live`), over the recorded audio only."""
+    name = agent.decisions[0].detector if agent.decisions else spec
+    live = live_decisions(rec, name)
+    if live is None:
+        return None
+    return agreement(live, [d.at for d in agent.decisions if d.at <= rec.duration + 1e-6])
 
 
 def open_line_until(rec: Recording, timeout_s: float) -> float:

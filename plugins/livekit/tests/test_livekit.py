@@ -9,6 +9,7 @@ time through our own ``AudioInput``/``AudioOutput`` subclasses, with Silero VAD
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import sys
@@ -435,9 +436,30 @@ async def test_recorder_round_trip(tmp_path: Path) -> None:
     import subprocess
 
     out = subprocess.run(
-        [sys.executable, "-m", "turnkit.cli", "replay", str(folder), "--detector", "silence"],
+        [
+            sys.executable,
+            "-m",
+            "turnkit.cli",
+            "replay",
+            str(folder),
+            "--detector",
+            "silence",
+            "--detector",
+            "semantic-text",
+            "--compute",
+            "fixed",
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert out.returncode == 0, out.stderr[-2000:]
+    # The live detector's decisions were recorded: the replay of the same
+    # detector is held against them, another detector's is not.
+    silence, semantic = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert silence["live_agreement"] is None
+    live = semantic["live_agreement"]
+    assert live is not None and live["live_decisions"] >= 1, live
+    print("live agreement:", live)

@@ -38,10 +38,12 @@ from livekit.agents import AgentSession, llm
 from livekit.agents.voice.io import AudioInput, AudioOutput
 
 from turnkit.clock import RealClock
+from turnkit.frames import SystemFrame, TurnEndFrame
 from turnkit.replay.recorder import CallRecorder
 from turnkit.text.word_clock import WordClock, timed_words
+from turnkit_livekit.detectors import TurnkitDetectorStream, TurnkitStreamingDetector
 from turnkit_livekit.noted_words import NotedWords
-from turnkit_livekit.word_times import add_listener
+from turnkit_livekit.word_times import add_listener, detector_of
 
 __all__ = ["record_session"]
 
@@ -95,9 +97,15 @@ class _RecordingOutput(AudioOutput):
 
 
 def record_session(
-    session: AgentSession, folder: Path | str, *, call_id: str | None = None
+    session: AgentSession,
+    folder: Path | str,
+    *,
+    call_id: str | None = None,
+    detector: TurnkitStreamingDetector | None = None,
 ) -> CallRecorder:
-    """Record ``session`` into ``folder`` (written on the session's close)."""
+    """Record ``session`` into ``folder`` (written on the session's close).
+    ``detector``: the turnkit detector whose decisions to keep (default: the
+    one :func:`~turnkit_livekit.attach` gave the session, if any)."""
     clock = RealClock()
     rec = CallRecorder(folder, clock=clock, call_id=call_id, source="livekit")
     if session.input.audio is not None:
@@ -148,6 +156,27 @@ def record_session(
         elif item.role == "user":
             metrics = {k: v for k, v in dict(item.metrics).items() if _jsonable(v)}
             rec.turn_event("user_turn_end", text=item.text_content or "", metrics=metrics)
+
+    det = detector if detector is not None else detector_of(session)
+
+    def on_decision(stream: TurnkitDetectorStream, signal: SystemFrame) -> None:
+        # Each turn end the live detector decided, for `turnkit replay` to
+        # hold its own against (turnkit.replay.live). The listener runs as
+        # the decision is taken: its time on the stream's audio clock is
+        # now, less the audio the stream has had since.
+        if rec.finished or not isinstance(signal, TurnEndFrame):
+            return
+        at = clock.now() - max(0.0, stream.clock.now() - signal.at)
+        rec.turn_event(
+            "end",
+            at=at,
+            detector=signal.detector,
+            reason=signal.reason,
+            compute_ms=signal.compute_ms,
+        )
+
+    if det is not None:
+        det.listeners.append(on_decision)
 
     def on_close(ev: Any) -> None:
         if not rec.finished:

@@ -44,7 +44,7 @@ from livekit.agents.voice.agent import ModelSettings
 
 from turnkit_livekit.detectors import TurnkitStreamingDetector
 
-__all__ = ["WordTimesAgent", "add_listener", "register", "stt_words"]
+__all__ = ["WordTimesAgent", "add_listener", "detector_of", "register", "stt_words"]
 
 # Who reads each session's word times: its turnkit detector (attach()) and
 # its recorder (record_session), keyed by role (weak: a closed session goes).
@@ -64,8 +64,19 @@ def add_listener(session: AgentSession, role: str, listener: WordsListener) -> N
     _LISTENERS.setdefault(session, {})[role] = listener
 
 
+_DETECTORS: weakref.WeakKeyDictionary[AgentSession, TurnkitStreamingDetector] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def detector_of(session: AgentSession) -> TurnkitStreamingDetector | None:
+    """The turnkit detector :func:`attach` gave ``session``, if any."""
+    return _DETECTORS.get(session)
+
+
 def register(session: AgentSession, detector: TurnkitStreamingDetector) -> None:
     """``detector`` reads ``session``'s transcripts (:func:`attach` calls this)."""
+    _DETECTORS[session] = detector
 
     def to_stream(text: str, final: bool, words: Sequence[Any]) -> None:
         if detector.streams:

@@ -187,3 +187,11 @@ async def test_recorder_processor_round_trip(tmp_path: Path) -> None:
     assert turn.text.split() == want
     score = await replay_call(got, "silence", ReplayConfig())
     assert len(score.turns) == 1 and not score.turns[0].missed
+    # The live decisions are in the recording; the replay takes each again,
+    # on the same frame (the same policy on the same audio).
+    live = score.live_agreement
+    assert live is not None and live.live == len(engine.decisions) >= 3
+    assert live.matched == live.live == live.replayed
+    assert all(abs(d) <= 32.0 for d in live.deltas_ms), live.deltas_ms
+    other = await replay_call(got, "silence:stop_ms=300", ReplayConfig())
+    assert other.live_agreement is None  # another detector's replay: nothing to compare

@@ -1,0 +1,138 @@
+"""Does a replay decide where the live agent did? For calls turnkit recorded.
+
+A call recorded by turnkit's recorders (``TurnkitRecorder`` in Pipecat,
+``record_session`` in LiveKit) keeps every turn end its live detector
+decided: ``live.turn_events`` in ``call.json``, kind ``end``, with the
+detector's spec and the time on the recording's timeline. Replaying that
+call through the same detector runs the same policy object on the same
+audio and words, so it should decide at the same moments. Where it does
+not, the replay's figures for that detector do not describe what the live
+agent did: the live host fed the detector other evidence (words without
+their times, a transcript that came late, audio the recording does not
+hold), or the replay's own evidence differs (a recogniser's words written
+from the labels).
+
+:func:`agreement` pairs the live decisions with the replay's in time order:
+a pair is the earliest of each within :data:`MATCH_MS` of the other; what is
+left is a decision only one of them took. Evidence: the decisions' times
+and the detector spec each was taken by; a replay of another spec (or of a
+call recorded without decisions) has nothing to compare.
+
+Example::
+
+    live = live_decisions(rec, "fused")          # None: not recorded
+    a = agreement(live, [d.at for d in agent.decisions])
+    a.matched, a.live_only, a.replay_only, a.deltas_ms
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from turnkit.replay.recording import Recording
+
+__all__ = ["MATCH_MS", "LiveAgreement", "agreement", "combine", "live_decisions"]
+
+# A live decision and a replayed one this close are the same decision; a
+# detector's decisions on one call are seconds apart (a turn each, a hold).
+MATCH_MS = 500.0
+
+
+@dataclass
+class LiveAgreement:
+    """Live and replayed decisions of one detector on the same calls."""
+
+    calls: int = 0
+    live: int = 0  # decisions the live detector took
+    replayed: int = 0  # decisions the replay took over the recorded audio
+    deltas_ms: list[float] = field(default_factory=list)  # replay - live, per pair
+
+    @property
+    def matched(self) -> int:
+        return len(self.deltas_ms)
+
+    @property
+    def live_only(self) -> int:
+        return self.live - self.matched
+
+    @property
+    def replay_only(self) -> int:
+        return self.replayed - self.matched
+
+    def row(self) -> dict[str, Any]:
+        """The ``live_agreement`` figures of ``turnkit replay --json``."""
+        gaps = sorted(abs(d) for d in self.deltas_ms)
+
+        def pct(q: float) -> float | None:
+            if not gaps:
+                return None
+            return round(gaps[min(len(gaps) - 1, round(q / 100 * (len(gaps) - 1)))], 1)
+
+        return {
+            "calls": self.calls,
+            "live_decisions": self.live,
+            "replayed_decisions": self.replayed,
+            "matched": self.matched,
+            "live_only": self.live_only,
+            "replay_only": self.replay_only,
+            "abs_delta_ms": {"p50": pct(50), "p95": pct(95), "max": pct(100)},
+            # within one 32 ms frame: the same decision on the same frame, or the next
+            "within_frame": sum(g <= 32.0 + 1e-6 for g in gaps),
+        }
+
+
+def live_decisions(rec: Recording, detector: str) -> list[float] | None:
+    """The times (recording timeline, s) of the turn ends the live host's
+    ``detector`` decided, or None when the recording holds none of its
+    decisions (not recorded by turnkit, or by another detector)."""
+    live = getattr(rec.manifest, "live", None)
+    events = live.get("turn_events") if isinstance(live, dict) else None
+    if not isinstance(events, list):
+        return None
+    times = [
+        float(e["at"])
+        for e in events
+        if isinstance(e, dict)
+        and e.get("kind") == "end"
+        and e.get("detector") == detector
+        and isinstance(e.get("at"), int | float)
+        and not isinstance(e.get("at"), bool)
+    ]
+    return sorted(times) if times else None
+
+
+def agreement(
+    live: Sequence[float], replayed: Sequence[float], match_ms: float = MATCH_MS
+) -> LiveAgreement:
+    """Pair ``live`` and ``replayed`` decision times (s) in time order (see
+    the module docstring)."""
+    a, b = sorted(live), sorted(replayed)
+    out = LiveAgreement(calls=1, live=len(a), replayed=len(b))
+    i = j = 0
+    while i < len(a) and j < len(b):
+        d = (b[j] - a[i]) * 1000.0
+        if abs(d) <= match_ms:
+            out.deltas_ms.append(round(d, 3))
+            i += 1
+            j += 1
+        elif d < 0:
+            j += 1  # the replay decided where the live detector did not
+        else:
+            i += 1  # the live detector decided where the replay did not
+    return out
+
+
+def combine(parts: Iterable[LiveAgreement | None]) -> LiveAgreement | None:
+    """One detector's agreement over calls (None when no call had any)."""
+    got = [p for p in parts if p is not None]
+    if not got:
+        return None
+    out = LiveAgreement()
+    for p in got:
+        out.calls += p.calls
+        out.live += p.live
+        out.replayed += p.replayed
+        out.deltas_ms += p.deltas_ms
+    return out
