@@ -1,0 +1,69 @@
+"""Pairing a replay's decisions with the live host's (turnkit.replay.live)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from turnkit.replay.live import LiveAgreement, agreement, combine, live_decisions
+from turnkit.replay.recording import load_recording
+from turnkit.replay.simulator import ReplayConfig, replay_call
+
+CORPUS = Path(__file__).resolve().parent.parent / "recordings"
+
+
+def test_decisions_pair_in_time_order_within_the_window() -> None:
+    a = agreement([1.0, 3.0, 6.0], [1.016, 2.2, 3.4, 9.0])
+    # 1.0 ~ 1.016; 3.0 ~ 3.4 (2.2 is 800 ms early: the replay's alone);
+    # 6.0 has no replayed decision within 500 ms; 9.0 none live
+    assert a.deltas_ms == pytest.approx([16.0, 400.0])
+    assert (a.live, a.replayed, a.matched, a.live_only, a.replay_only) == (3, 4, 2, 1, 2)
+    row = a.row()
+    assert row["within_frame"] == 1
+    assert row["abs_delta_ms"]["max"] == pytest.approx(400.0)
+
+
+def test_no_decisions_on_either_side() -> None:
+    assert agreement([], []).row()["abs_delta_ms"] == {"p50": None, "p95": None, "max": None}
+    assert combine([None, None]) is None
+    both = combine([agreement([1.0], [1.0]), None, agreement([2.0], [])])
+    assert isinstance(both, LiveAgreement)
+    assert (both.calls, both.live, both.replayed, both.matched) == (2, 2, 1, 1)
+
+
+def _with_live(tmp_path: Path, events: object) -> Path:
+    dst = tmp_path / "call"
+    shutil.copytree(CORPUS / "easy-order-status-01", dst)
+    m = json.loads((dst / "call.json").read_text())
+    m["live"] = {"turn_events": events}
+    (dst / "call.json").write_text(json.dumps(m))
+    return dst
+
+
+async def test_a_recording_with_live_decisions_is_held_against_the_replay(
+    tmp_path: Path,
+) -> None:
+    """The replay's own decisions written back as the 'live' ones pair
+    one for one; another detector's replay, and malformed entries, are
+    left out."""
+    src = load_recording(CORPUS / "easy-order-status-01")
+    first = await replay_call(src, "silence", ReplayConfig())
+    times = [r["decision_at"] for r in first.replies]
+    events = [{"kind": "end", "at": t, "detector": "silence"} for t in times]
+    events += [
+        {"kind": "end", "at": "soon", "detector": "silence"},  # not a time: skipped
+        {"kind": "user_turn_end", "at": 1.0, "detector": "silence"},  # a commit, not a decision
+        {"kind": "end", "at": 2.0, "detector": "fused"},  # another detector's
+    ]
+    rec = load_recording(_with_live(tmp_path, events))
+    assert live_decisions(rec, "silence") == sorted(times)
+    score = await replay_call(rec, "silence", ReplayConfig())
+    a = score.live_agreement
+    assert a is not None and a.matched == a.live == len(times) >= 2
+    assert all(d == 0.0 for d in a.deltas_ms)
+    other = await replay_call(rec, "silence:stop_ms=300", ReplayConfig())
+    assert other.live_agreement is None
+    assert live_decisions(load_recording(CORPUS / "easy-order-status-01"), "silence") is None
