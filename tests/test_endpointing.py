@@ -488,6 +488,27 @@ async def test_a_last_word_stamped_past_the_vads_end_stays_with_its_turn() -> No
     assert len(d.ends()) == 1, d.signals  # no words: it waits the ceiling, not the floor
 
 
+async def test_the_agent_starting_a_reply_makes_the_next_sound_a_new_turn() -> None:
+    """A host that learns the reply's text only once it has played (LiveKit
+    adds it to the chat context then) says when the agent began it: the
+    caller's sound over the reply, with no words yet, is a new turn and
+    waits for its words (the ceiling), as in the replay, which hands the
+    text at the reply's start. Unmarked, it was taken for the last turn
+    going on and answered at the floor on its audio alone."""
+    policy = WaitPolicy(threshold=0.5, min_wait_ms=100, max_wait_ms=900)
+    for marked in (True, False):
+        d = DetectorDriver(FakeDetector(HearingFake(0.99), policy))
+        await _streamed_turn(d, "i would like to book a seat")
+        await d.silence(0.3)
+        assert len(d.ends()) == 1
+        if marked:
+            d.det.agent_started()
+        await d.speak(0.5)  # "uh-huh" over the reply, no word written yet
+        out = await d.silence(0.4)
+        ended = [s for _, s in out if isinstance(s, TurnEndFrame)]
+        assert bool(ended) is not marked, (marked, d.signals)
+
+
 async def _timed_words(d: DetectorDriver, text: str, until: float) -> None:
     """A final transcript with word times: its last word spoken in the
     0.3 s up to ``until``."""

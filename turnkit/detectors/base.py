@@ -94,6 +94,11 @@ class EndOfTurnDetector:
         """The agent's last message: context for text-based detectors."""
         self.endpointing.set_agent_text(text)
 
+    def agent_started(self) -> None:
+        """The agent began a reply (its text, :meth:`set_agent_text`, may come
+        once it has played)."""
+        self.endpointing.agent_started()
+
     def set_compute(self, mode: ComputeMode) -> None:
         """How model cost delays a decision: measured, fixed (the recorded
         benchmark figure: reproducible) or none."""

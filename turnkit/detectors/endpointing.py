@@ -518,6 +518,12 @@ class Endpointing:
             if prewarm is not None:
                 prewarm(self.history)
 
+    def agent_started(self) -> None:
+        """The agent began a reply whose text the host learns only later
+        (LiveKit adds the reply to its chat context when it has played):
+        the caller's next sound is a new turn, as once the text is set."""
+        self._agent_since_commit = True
+
     def _said_already(self, text: str) -> bool:
         """``text`` is the agent's latest message in the history with only
         acknowledgements from the caller since: the same message handed

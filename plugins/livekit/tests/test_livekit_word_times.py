@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from livekit.agents import Agent, AgentSession, llm
+from livekit.agents.voice.events import AgentStateChangedEvent
 from livekit.plugins import silero
 
 from turnkit.frames import TranscriptFrame
@@ -119,6 +120,24 @@ def test_noted_words_are_taken_by_the_matching_transcript_only(final: bool) -> N
         await stream.aclose()
 
     asyncio.run(main())
+
+
+async def test_the_agent_speaking_tells_the_detector_a_reply_began() -> None:
+    """LiveKit adds the reply to the chat context once it has played; the
+    detector learns that the agent spoke when LiveKit's agent state turns
+    "speaking" (a caller sound over the reply is then a new turn, as in the
+    replay)."""
+    det = turn_detector("fused")
+    session = AgentSession(llm=FakeLLM(), tts=FakeTTS())
+    attach(session, det)
+    stream = det.stream()
+    ep = stream.detector.endpointing
+    ep._agent_since_commit = False  # as after a committed turn
+    session.emit(
+        "agent_state_changed", AgentStateChangedEvent(old_state="thinking", new_state="speaking")
+    )
+    assert ep._agent_since_commit
+    await stream.aclose()
 
 
 def test_a_recorder_notes_final_words_only() -> None:

@@ -452,6 +452,9 @@ class TurnkitDetectorStream:
     def set_agent_text(self, text: str) -> None:
         self.detector.set_agent_text(text)
 
+    def agent_started(self) -> None:
+        self.detector.agent_started()
+
     def predict(self) -> asyncio.Future[TurnDetectionEvent]:
         self.cancel_inference()
         self.predictions += 1
