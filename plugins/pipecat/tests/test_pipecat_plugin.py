@@ -195,3 +195,15 @@ async def test_recorder_processor_round_trip(tmp_path: Path) -> None:
     assert all(abs(d) <= 32.0 for d in live.deltas_ms), live.deltas_ms
     other = await replay_call(got, "silence:stop_ms=300", ReplayConfig())
     assert other.live_agreement is None  # another detector's replay: nothing to compare
+
+
+async def test_the_bot_starting_to_speak_tells_the_detector_a_reply_began() -> None:
+    """Pipecat puts the bot's reply into the context once it has played (or
+    been cut); the engine tells the detector on ``BotStartedSpeakingFrame``
+    that the agent spoke, so the caller's sound over the reply is a new turn
+    (as in turnkit replay), not the last one going on."""
+    engine = TurnkitTurnEngine("fused")
+    ep = engine.detector.endpointing
+    ep._agent_since_commit = False  # as after a committed turn
+    await engine.feed(BotStartedSpeakingFrame())
+    assert ep._agent_since_commit and engine.bot_speaking

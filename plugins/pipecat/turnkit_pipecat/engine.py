@@ -241,6 +241,12 @@ class TurnkitTurnEngine:
             self._seen.add(id(frame))
         elif isinstance(frame, BotStartedSpeakingFrame):
             self.bot_speaking = True
+            # The reply reaches the context (and the strategy's
+            # set_agent_text) only once it has played or been cut: the
+            # detector learns now that the agent spoke, so the caller's
+            # "uh-huh" over it is a new turn waiting for its words, as in
+            # the replay, not the last turn going on.
+            self.detector.agent_started()
         elif isinstance(frame, BotStoppedSpeakingFrame):
             self.bot_speaking = False
         self._last = (frame, step)
