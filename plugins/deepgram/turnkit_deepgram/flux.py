@@ -217,6 +217,11 @@ class FluxTurnMapper:
         """The clock time of the stream's first audio sample, as it stands."""
         return self.word_clock.offset
 
+    @audio_offset.setter
+    def audio_offset(self, value: float) -> None:
+        # A host that opens a new stream on the same mapper says where it began.
+        self.word_clock.offset = float(value)
+
     def _t(self, audio_s: float | None) -> float:
         return self.word_clock.offset + float(audio_s or 0.0)
 
