@@ -458,6 +458,9 @@ async def test_recorder_round_trip(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     # The live detector's decisions were recorded: the replay of the same
     # detector is held against them, another detector's is not.
+    assert det.listeners == [] or all(
+        getattr(f, "__name__", "") != "on_decision" for f in det.listeners
+    )  # the session closed: its recorder no longer listens
     silence, semantic = json.loads((tmp_path / "r.json").read_text())["results"]
     assert silence["live_agreement"] is None
     live = semantic["live_agreement"]

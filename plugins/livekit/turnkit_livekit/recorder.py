@@ -179,6 +179,8 @@ def record_session(
         det.listeners.append(on_decision)
 
     def on_close(ev: Any) -> None:
+        if det is not None and on_decision in det.listeners:
+            det.listeners.remove(on_decision)  # a detector may serve later sessions
         if not rec.finished:
             path = rec.finish()
             log.info("recorded call -> %s", path)
