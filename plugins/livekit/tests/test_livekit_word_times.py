@@ -89,11 +89,15 @@ async def test_word_times_agent_gives_the_detector_each_words_time() -> None:
     assert seen and all(f.words for f in seen)
     first = next(e for e in call["events"] if e["type"] == "caller_turn")
     for f in seen:
+        # the oracle's own times, through LiveKit's wall-clock offset and the
+        # stream's audio clock: one offset for the result (its wall-clock base
+        # runs ahead of the audio by however long a loaded machine stalled:
+        # 0.2 s seen on CI), each word's own times exact
+        x0 = next(x for x in said if x[0] == f.words[0].text and abs(x[1] - f.words[0].start) < 0.6)
+        off = f.words[0].start - x0[1]
         for w in f.words:
-            # the oracle's own times, through LiveKit's wall-clock offset and
-            # the stream's audio clock: within a few 20 ms frames
-            near = [x for x in said if x[0] == w.text and abs(x[2] - w.end) < 0.1]
-            assert near, (w, f.text)
+            near = [x for x in said if x[0] == w.text and abs(x[2] + off - w.end) < 0.03]
+            assert near, (w, f.text, off)
         assert f.spoken_until == f.words[-1].end
     # the turn was committed with all its words
     assert [m.text_content for m in users][:1] == [first["text"].rstrip(".")]
@@ -159,8 +163,23 @@ async def test_a_recorded_session_keeps_the_stts_word_times(tmp_path: Path) -> N
     got = [w for t in rec.caller_turns for w in t.words or []]
     assert [w.text for w in got] == [w["text"] for w in said][: len(got)]
     assert len(got) >= 5
-    for w, x in zip(got, said, strict=False):
-        assert abs(w.start - x["start"]) < 0.1 and abs(w.end - x["end"]) < 0.1, (w, x)
+    # LiveKit's word times count wall time since its audio input began (the
+    # stream's start_time_offset): on a loaded machine that base runs ahead
+    # of the audio by however long the loop stalled (0.2 s seen on CI), the
+    # same for every word of the stream. The recorder keeps the STT's times:
+    # one offset for all words, each word's own times exact.
+    # (per turn: a stall past 0.5 s re-anchors the base between results).
+    i = 0
+    for turn in rec.caller_turns:
+        words = turn.words or []
+        if not words:
+            continue
+        off = words[0].start - said[i]["start"]
+        assert abs(off) < 0.6, (words[0], said[i])
+        for w, x in zip(words, said[i : i + len(words)], strict=True):
+            assert abs(w.start - off - x["start"]) < 0.03, (w, x, off)
+            assert abs(w.end - off - x["end"]) < 0.03, (w, x, off)
+        i += len(words)
 
 
 async def test_a_recorded_session_without_the_tap_has_no_word_times(tmp_path: Path) -> None:
