@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Sequence
 
 from turnkit.text.normalize import normalize_text
-from turnkit.text.numerals import spoken_numbers
+from turnkit.text.numerals import DIGIT_WORDS, spoken_numbers
 from turnkit.text.question import read_agent
 
 __all__ = [
@@ -117,10 +117,7 @@ def trailing_digits(text: str) -> int | None:
     return None if run is None else sum(_digit_count(w) for w in run)
 
 
-_DIGIT_VALUE = {
-    "zero": "0", "oh": "0", "o": "0", "one": "1", "two": "2", "three": "3",
-    "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
-}  # fmt: skip
+_DIGIT_VALUE = {w: str(i) for i, w in enumerate(DIGIT_WORDS)} | {"oh": "0", "o": "0"}
 
 
 def phone_complete(text: str) -> bool:

@@ -37,13 +37,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["READ_OUT_DIGITS", "spoken_number", "spoken_numbers"]
+__all__ = ["DIGIT_WORDS", "READ_OUT_DIGITS", "spoken_number", "spoken_numbers"]
 
 # A number of this many digits or more is read out digit by digit (a phone,
 # account or card number), not said as a whole ("1984").
 READ_OUT_DIGITS = 5
 
-_ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+# Each digit as said alone, by its value.
+DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 _TEENS = [
     "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
     "seventeen", "eighteen", "nineteen",
@@ -63,39 +64,41 @@ def _digits(s: str, oh: bool | None = None) -> list[str]:
     # Read digit by digit, a zero is said "oh" ("oh one two two three");
     # a lone "0" is "zero" unless it is one group of a number read out.
     oh = len(s) > 1 if oh is None else oh
-    return ["oh" if c == "0" and oh else _ONES[int(c)] for c in s]
+    return ["oh" if c == "0" and oh else DIGIT_WORDS[int(c)] for c in s]
 
 
 def _pair(s: str) -> list[str]:
     """Two digits, 10-99, as a cardinal."""
     n = int(s)
     if n < 10:
-        return [_ONES[n]]
+        return [DIGIT_WORDS[n]]
     if n < 20:
         return [_TEENS[n - 10]]
-    return [_TENS[n // 10]] + ([_ONES[n % 10]] if n % 10 else [])
+    return [_TENS[n // 10]] + ([DIGIT_WORDS[n % 10]] if n % 10 else [])
 
 
 def _cardinal_said(s: str) -> list[str]:
     """Digits without a leading zero as a number is said in a call."""
     if len(s) == 1:
-        return [_ONES[int(s)]]
+        return [DIGIT_WORDS[int(s)]]
     if len(s) == 2:
         return _pair(s)
     if len(s) == 3:
         # A time, a house or room number: "nine thirty", "one oh five",
         # "one hundred".
-        head, tail = [_ONES[int(s[0])]], s[1:]
+        head, tail = [DIGIT_WORDS[int(s[0])]], s[1:]
     else:
         head, tail = _pair(s[:2]), s[2:]
         if s[:2] in ("10", "20") and s[2] == "0":
             # "2005": two thousand five, "2000": two thousand.
             rest = int(tail)
-            return [_ONES[int(s[0])], "thousand"] + (_cardinal_said(str(rest)) if rest else [])
+            return [DIGIT_WORDS[int(s[0])], "thousand"] + (
+                _cardinal_said(str(rest)) if rest else []
+            )
     if tail == "00":
         return [*head, "hundred"]
     if tail[0] == "0":
-        return [*head, "oh", _ONES[int(tail[1])]]
+        return [*head, "oh", DIGIT_WORDS[int(tail[1])]]
     return head + _pair(tail)
 
 
