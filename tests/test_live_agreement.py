@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from turnkit.replay.live import LiveAgreement, agreement, combine, live_decisions
+from turnkit.replay.metrics import agreement_row
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
 
@@ -21,13 +22,14 @@ def test_decisions_pair_in_time_order_within_the_window() -> None:
     # 6.0 has no replayed decision within 500 ms; 9.0 none live
     assert a.deltas_ms == pytest.approx([16.0, 400.0])
     assert (a.live, a.replayed, a.matched, a.live_only, a.replay_only) == (3, 4, 2, 1, 2)
-    row = a.row()
+    row = agreement_row(a)
     assert row["within_frame"] == 1
     assert row["abs_delta_ms"]["max"] == pytest.approx(400.0)
 
 
 def test_no_decisions_on_either_side() -> None:
-    assert agreement([], []).row()["abs_delta_ms"] == {"p50": None, "p95": None, "max": None}
+    empty = agreement_row(agreement([], []))["abs_delta_ms"]
+    assert empty == {"p50": None, "p95": None, "mean": None, "max": None}
     assert combine([None, None]) is None
     both = combine([agreement([1.0], [1.0]), None, agreement([2.0], [])])
     assert isinstance(both, LiveAgreement)

@@ -23,13 +23,14 @@ Example::
     live = live_decisions(rec, "fused")          # None: not recorded
     a = agreement(live, [d.at for d in agent.decisions])
     a.matched, a.live_only, a.replay_only, a.deltas_ms
+
+The JSON figures (``live_agreement``) are :func:`turnkit.replay.metrics.agreement_row`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from turnkit.replay.recording import Recording
 
@@ -60,27 +61,6 @@ class LiveAgreement:
     @property
     def replay_only(self) -> int:
         return self.replayed - self.matched
-
-    def row(self) -> dict[str, Any]:
-        """The ``live_agreement`` figures of ``turnkit replay --json``."""
-        gaps = sorted(abs(d) for d in self.deltas_ms)
-
-        def pct(q: float) -> float | None:
-            if not gaps:
-                return None
-            return round(gaps[min(len(gaps) - 1, round(q / 100 * (len(gaps) - 1)))], 1)
-
-        return {
-            "calls": self.calls,
-            "live_decisions": self.live,
-            "replayed_decisions": self.replayed,
-            "matched": self.matched,
-            "live_only": self.live_only,
-            "replay_only": self.replay_only,
-            "abs_delta_ms": {"p50": pct(50), "p95": pct(95), "max": pct(100)},
-            # within one 32 ms frame: the same decision on the same frame, or the next
-            "within_frame": sum(g <= 32.0 + 1e-6 for g in gaps),
-        }
 
 
 def live_decisions(rec: Recording, detector: str) -> list[float] | None:

@@ -553,7 +553,23 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
 
 def _live_row(calls: Sequence[CallScore]) -> dict[str, Any] | None:
     both = combine(c.live_agreement for c in calls)
-    return None if both is None else both.row()
+    return None if both is None else agreement_row(both)
+
+
+def agreement_row(a: LiveAgreement) -> dict[str, Any]:
+    """The ``live_agreement`` figures of ``turnkit replay --json``."""
+    gaps = [abs(d) for d in a.deltas_ms]
+    return {
+        "calls": a.calls,
+        "live_decisions": a.live,
+        "replayed_decisions": a.replayed,
+        "matched": a.matched,
+        "live_only": a.live_only,
+        "replay_only": a.replay_only,
+        "abs_delta_ms": _pct(gaps, 50, 95) | {"max": round(max(gaps), 1) if gaps else None},
+        # within one 32 ms frame: the same decision on the same frame, or the next
+        "within_frame": sum(g <= 32.0 + 1e-6 for g in gaps),
+    }
 
 
 # Call tags that name a subset of the demo corpus, reported apart.
