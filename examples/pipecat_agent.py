@@ -92,6 +92,7 @@ from turnkit_pipecat import (
     FillerProcessor,
     GatedFunctions,
     HeardTruncation,
+    ReplyTextTap,
     TurnkitRecorder,
     TurnkitTurnEngine,
     TurnkitUserTurnStartStrategy,
@@ -440,6 +441,7 @@ async def run_agent(transport: Any, *, handle_sigint: bool = False) -> None:
         stt,
         parts["user"],
         parts["llm"],
+        ReplyTextTap(engine),  # the reply's text to the detector as it plays
         _ReplyText(reporter),
         tts,
         await _fillers(),

@@ -593,6 +593,37 @@ async def test_the_agents_message_handed_again_after_an_acknowledgement_is_kept_
     ]
 
 
+async def test_the_heard_part_of_a_reply_handed_whole_keeps_the_whole_line() -> None:
+    """A host that hands a reply's whole text as it starts (LiveKit with a
+    WordTimesAgent) later hands LiveKit's chat item for it, which holds only
+    the words heard when the reply was cut: the same message, and the
+    detector keeps the whole line, as the replay does. A new reply that only
+    shares a first word, or follows a real turn, is a new message."""
+    policy = WaitPolicy(threshold=0.5, min_wait_ms=100, max_wait_ms=900)
+    d = DetectorDriver(FakeDetector(HearingFake(0.99), policy))
+    ep = d.det.endpointing
+    whole = "Sure. Can I have the order number, please?"
+    ep.set_agent_text(whole)
+    await _streamed_turn(d, "yeah")  # over the agent
+    await d.silence(0.3)
+    ep.set_agent_text("Sure. Can I have the")  # the heard part, after the cut
+    assert ep.agent_text == whole
+    assert [m["content"] for m in ep.history] == [whole, "yeah"]
+    ep.set_agent_text("Sure thing.")  # a new reply, not a part of the last
+    assert ep.agent_text == "Sure thing."
+    await _streamed_turn(d, "it's b seven two five")
+    await d.silence(0.3)
+    ep.set_agent_text("Sure.")  # after a real turn: a new message
+    assert ep.agent_text == "Sure."
+    assert [m["content"] for m in ep.history] == [
+        whole,
+        "yeah",
+        "Sure thing.",
+        "it's b seven two five",
+        "Sure.",
+    ]
+
+
 async def test_a_recogniser_that_writes_only_after_the_vad_stops_never_stalls() -> None:
     """A segment recogniser (Whisper behind a VAD) sends a turn's words only
     once the caller stops: minutes of speech can pass with no new word, so

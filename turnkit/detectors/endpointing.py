@@ -509,6 +509,8 @@ class Endpointing:
             self._audio.clear()
 
     def set_agent_text(self, text: str) -> None:
+        if self._heard_part(text.strip()):
+            return
         self.agent_text = text
         text = text.strip()
         if text and not self._said_already(text):
@@ -524,6 +526,26 @@ class Endpointing:
         the caller's next sound is a new turn, as once the text is set."""
         self._agent_since_commit = True
 
+    def _heard_part(self, text: str) -> bool:
+        """``text`` is the leading part of the agent's latest message (with
+        only acknowledgements since): a host handing the words the caller
+        heard of a reply it handed whole when it began (LiveKit's chat item
+        for a cut reply, after a ``WordTimesAgent`` gave its text). The
+        detector keeps the whole line, as the replay does."""
+        latest = self._latest_reply()
+        if not text or latest is None or latest == text:
+            return False
+        said, whole = normalize_text(text), normalize_text(latest)
+        return bool(said) and whole.startswith(said + " ")
+
+    def _latest_reply(self) -> str | None:
+        for msg in reversed(self.history):
+            if msg["role"] == "assistant":
+                return msg["content"]
+            if not is_backchannel(msg["content"]):
+                return None
+        return None
+
     def _said_already(self, text: str) -> bool:
         """``text`` is the agent's latest message in the history with only
         acknowledgements from the caller since: the same message handed
@@ -533,12 +555,7 @@ class Endpointing:
         the reply is a turn, and the Pipecat host then gave the reply again,
         so the history (an LLM judge's context) read it twice there and
         once elsewhere."""
-        for msg in reversed(self.history):
-            if msg["role"] == "assistant":
-                return msg["content"] == text
-            if not is_backchannel(msg["content"]):
-                return False
-        return False
+        return self._latest_reply() == text
 
     def _remember(self, role: str, text: str) -> None:
         self.history.append({"role": role, "content": text})

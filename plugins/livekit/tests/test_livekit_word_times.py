@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from turnkit.replay.recording import load_recording
 from turnkit_livekit import WordTimesAgent, attach, turn_detector, turn_handling
 from turnkit_livekit.noted_words import NotedWords
 from turnkit_livekit.recorder import record_session
+from turnkit_livekit.word_times import reply_text
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -38,8 +40,14 @@ END_S = 6.0
 
 
 async def _session(
-    agent: Agent, record_to: Path | None = None
+    agent: Agent,
+    record_to: Path | None = None,
+    *,
+    wire: Any = None,
+    reply: bool = False,
 ) -> tuple[list[TranscriptFrame], list[Any], dict[str, Any]]:
+    """``wire(session, detector, speaker)`` once the session runs; ``reply``: also
+    wait for the agent's reply to the first turn to be added to the chat."""
     audio, call = load_call(CALL)
     src = WavAudioInput(audio, 0.0, END_S)
     det = turn_detector("semantic-text", prediction_timeout_s=5.0)
@@ -51,7 +59,8 @@ async def _session(
         turn_handling=turn_handling(det, preemptive_generation={"enabled": False}),
     )
     session.input.audio = src
-    session.output.audio = CaptureAudioOutput()
+    speaker = CaptureAudioOutput()
+    session.output.audio = speaker
     users: list[llm.ChatMessage] = []
     session.on(
         "conversation_item_added",
@@ -74,10 +83,22 @@ async def _session(
         return await inner(frame)
 
     stream.detector.on_transcript = tap  # type: ignore[method-assign]
+    if wire is not None:
+        wire(session, det, speaker)
+    replies: list[Any] = []
+    session.on(
+        "conversation_item_added",
+        lambda ev: (
+            replies.append(ev.item)
+            if isinstance(ev.item, llm.ChatMessage) and ev.item.role == "assistant"
+            else None
+        ),
+    )
     await asyncio.wait_for(src.done.wait(), END_S + 10)
-    # The first turn's commit: an event, however busy the machine.
+    # The first turn's commit (and the reply's item): events, however busy
+    # the machine.
     async with asyncio.timeout(60):
-        while not users:
+        while not users or (reply and not replies):
             await asyncio.sleep(0.02)
     await session.aclose()
     return seen, users, call
@@ -142,6 +163,71 @@ async def test_the_agent_speaking_tells_the_detector_a_reply_began() -> None:
     )
     assert ep._agent_since_commit
     await stream.aclose()
+
+
+async def test_a_reply_text_reaches_the_detector_once_the_reply_plays() -> None:
+    """A WordTimesAgent's transcription node gives the reply's whole text
+    before LiveKit's chat item: the detector gets it at the reply's first
+    audio (held while the agent is "thinking"), at once when the agent is
+    already speaking, and never for a reply cut before its first audio."""
+    det = turn_detector("fused")
+    session = AgentSession(llm=FakeLLM(), tts=FakeTTS())
+    attach(session, det)
+    stream = det.stream()
+    ep = stream.detector.endpointing
+
+    def state(old: str, new: str) -> None:
+        session.emit(
+            "agent_state_changed",
+            AgentStateChangedEvent(old_state=old, new_state=new),  # type: ignore[arg-type]
+        )
+
+    async def reply(text: str) -> None:
+        async def deltas() -> Any:
+            for d in text.split(" "):
+                yield d + " "
+
+        async for _ in reply_text(session, deltas()):
+            pass
+
+    state("listening", "thinking")
+    await reply("Can I have the order number?")
+    assert ep.agent_text == ""  # authorised, not yet heard
+    state("thinking", "speaking")
+    assert ep.agent_text == "Can I have the order number?"
+    await reply("And the postcode?")  # text done while the agent speaks
+    assert ep.agent_text == "And the postcode?"
+    state("speaking", "thinking")
+    await reply("Let me check.")
+    state("thinking", "listening")  # cut before its first audio
+    state("listening", "speaking")
+    assert ep.agent_text == "And the postcode?"
+    await stream.aclose()
+
+
+async def test_a_word_times_agent_gives_the_reply_text_before_livekit_adds_it() -> None:
+    """A real session: the detector has the reply's text from its first
+    audio, not once it has played (LiveKit's chat item for it, which then
+    adds nothing new)."""
+    handed: list[tuple[str, float]] = []  # (text, when)
+    played: list[Any] = []
+
+    def wire(session: AgentSession, det: Any, speaker: CaptureAudioOutput) -> None:
+        played.append(speaker)
+        inner = det.streams[-1].detector.set_agent_text
+
+        def tap(text: str) -> None:
+            handed.append((text, time.time()))
+            inner(text)
+
+        det.streams[-1].detector.set_agent_text = tap
+
+    await _session(WordTimesAgent(instructions="You take bookings."), wire=wire, reply=True)
+    reply = FakeLLM().reply
+    seg = played[0].segments[0]  # the reply's audio: ~2.4 s of it
+    assert handed and handed[0][0] == reply, handed
+    assert handed[0][1] - seg["started"] < seg["duration"] / 2, (handed, seg)
+    assert all(text == reply for text, _ in handed)
 
 
 def test_a_recorder_notes_final_words_only() -> None:

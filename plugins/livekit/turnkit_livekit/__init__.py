@@ -17,7 +17,9 @@
   interrupted reply is stored as the words the caller heard;
 * :func:`record_session` — the call as ``turnkit.recording/v1`` for ``turnkit replay``;
 * :class:`WordTimesAgent` (or :func:`stt_words` in an agent's own ``stt_node``) —
-  the STT's word times to the detector, which LiveKit's transcript events lack.
+  the STT's word times to the detector, which LiveKit's transcript events lack;
+  and each reply's text as it plays (:func:`reply_text` in an agent's own
+  ``transcription_node``), which LiveKit's chat context has only once it played.
 
 Example::
 
@@ -38,7 +40,7 @@ from turnkit_livekit.detectors import (
 from turnkit_livekit.recorder import record_session
 from turnkit_livekit.session import Commit, DecisionCommitter, TurnMetrics, attach, turn_handling
 from turnkit_livekit.tools import GatedTools, gated_tools
-from turnkit_livekit.word_times import WordTimesAgent, stt_words
+from turnkit_livekit.word_times import WordTimesAgent, reply_text, stt_words
 
 __all__ = [
     "BargeInFilter",
@@ -55,6 +57,7 @@ __all__ = [
     "gated_tools",
     "interruption_options",
     "record_session",
+    "reply_text",
     "stt_words",
     "turn_detector",
     "turn_handling",

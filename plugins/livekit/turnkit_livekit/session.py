@@ -8,7 +8,11 @@ record:
   that reads them (``fused``);
 * ``conversation_item_added`` (assistant) → the agent's text becomes the
   detector's context (``set_agent_text``: "what is your card number?" makes
-  "four one" read unfinished);
+  "four one" read unfinished); with a :class:`~turnkit_livekit.WordTimesAgent`
+  the detector has it earlier, from the first audio of the reply (its text
+  from the agent's transcription node), as in ``turnkit replay``;
+* ``agent_state_changed`` to ``speaking`` → the detector knows a reply began
+  (a caller's sound over it is a new turn);
 * ``conversation_item_added`` (user) → turnkit's evidence for the turn that
   just ended goes into that ``ChatMessage.metrics`` (LiveKit's own per-turn
   report, beside ``end_of_turn_delay``): ``turnkit_detector``,
@@ -59,7 +63,7 @@ from turnkit_livekit.detectors import (
     TurnkitStreamingDetector,
     TurnkitTextDetector,
 )
-from turnkit_livekit.word_times import register
+from turnkit_livekit.word_times import add_reply_listener, register
 
 __all__ = ["Commit", "DecisionCommitter", "TurnMetrics", "attach", "turn_handling"]
 
@@ -283,9 +287,15 @@ class TurnMetrics:
         session.on("user_input_transcribed", self._on_transcribed)
         session.on("conversation_item_added", self._on_item)
         session.on("agent_state_changed", self._on_agent_state)
+        # The agent's state as LiveKit last announced it, and the text of a
+        # reply LiveKit has authorised but not yet played (see _on_reply_text).
+        self._agent_state = "initializing"
+        self._reply_pending: str | None = None
         if isinstance(detector, TurnkitStreamingDetector):
-            # A WordTimesAgent's STT node notes the word times for it.
+            # A WordTimesAgent's STT node notes the word times for it, its
+            # transcription node each reply's text.
             register(session, detector)
+            add_reply_listener(session, "detector", self._on_reply_text)
 
     def _close(self) -> None:
         if self.committer is not None:
@@ -312,10 +322,28 @@ class TurnMetrics:
         # words; taken for the last turn going on it was answered at the
         # floor on its audio alone: 2 of 21 decisions of 4 demo calls
         # differed from the replay's).
+        self._agent_state = ev.new_state
+        pending, self._reply_pending = self._reply_pending, None
         if ev.new_state == "speaking":
             s = self._stream()
             if s is not None:
                 s.agent_started()
+                if pending is not None:
+                    s.set_agent_text(pending)
+
+    def _on_reply_text(self, text: str) -> None:
+        # A reply's whole text from the agent's transcription node (a
+        # WordTimesAgent), long before LiveKit's chat item: handed to the
+        # detector while the reply plays, as the replay does at its start.
+        # LiveKit runs the node only for a reply it has authorised, so the
+        # state is "thinking" (no audio yet: kept for its first audio, and
+        # dropped if the reply is cut first) or "speaking".
+        if self._agent_state == "speaking":
+            s = self._stream()
+            if s is not None:
+                s.set_agent_text(text)
+        elif self._agent_state == "thinking":
+            self._reply_pending = text
 
     def _on_item(self, ev: ConversationItemAddedEvent) -> None:
         item = ev.item

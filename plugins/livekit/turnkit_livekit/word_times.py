@@ -11,6 +11,17 @@ words the VAD missed opening a turn, the caller's own voice level behind the
 stalled-words rule; docs/endpointing.md) do not run, as they do in
 ``turnkit replay`` and in Pipecat with Deepgram.
 
+The agent's reply text, too, reaches the session only late: LiveKit adds a
+reply to its chat context once it has played (or was cut), so a caller's
+turn said over the reply ("uh-huh", an answer to a question the agent is
+still finishing) was judged against the agent's *previous* line, where
+``turnkit replay`` hands the detector each reply's text as it starts.
+:class:`WordTimesAgent`'s ``transcription_node`` (or :func:`reply_text`
+around an agent's own) notes each reply's whole text when the LLM (or the
+TTS's aligned transcript) has given all of it, usually before or soon after
+its first audio; :func:`turnkit_livekit.attach` hands it to the detector
+once the reply is playing (a reply cut before its first audio never is).
+
 :class:`WordTimesAgent` is an ``Agent`` whose ``stt_node`` passes the STT's
 events through unchanged and notes each transcript's words for the
 session's turnkit detector stream (:meth:`TurnkitDetectorStream.note_words`);
@@ -44,12 +55,25 @@ from livekit.agents.voice.agent import ModelSettings
 
 from turnkit_livekit.detectors import TurnkitStreamingDetector
 
-__all__ = ["WordTimesAgent", "add_listener", "detector_of", "register", "stt_words"]
+__all__ = [
+    "WordTimesAgent",
+    "add_listener",
+    "add_reply_listener",
+    "detector_of",
+    "register",
+    "reply_text",
+    "stt_words",
+]
 
 # Who reads each session's word times: its turnkit detector (attach()) and
 # its recorder (record_session), keyed by role (weak: a closed session goes).
 WordsListener = Callable[[str, bool, Sequence[Any]], None]
 _LISTENERS: weakref.WeakKeyDictionary[AgentSession, dict[str, WordsListener]] = (
+    weakref.WeakKeyDictionary()
+)
+# Who is told each reply's whole text (attach()'s TurnMetrics), keyed by role.
+ReplyListener = Callable[[str], None]
+_REPLY_LISTENERS: weakref.WeakKeyDictionary[AgentSession, dict[str, ReplyListener]] = (
     weakref.WeakKeyDictionary()
 )
 _TRANSCRIPTS = {
@@ -62,6 +86,12 @@ def add_listener(session: AgentSession, role: str, listener: WordsListener) -> N
     """``listener(text, is_final, words)`` is called with each transcript's
     timed words the session's STT node notes (one listener per ``role``)."""
     _LISTENERS.setdefault(session, {})[role] = listener
+
+
+def add_reply_listener(session: AgentSession, role: str, listener: ReplyListener) -> None:
+    """``listener(text)`` is called with each reply's whole text once the
+    session's transcription node has passed all of it (one per ``role``)."""
+    _REPLY_LISTENERS.setdefault(session, {})[role] = listener
 
 
 _DETECTORS: weakref.WeakKeyDictionary[AgentSession, TurnkitStreamingDetector] = (
@@ -100,17 +130,47 @@ async def stt_words(
         yield ev
 
 
+async def reply_text(session: AgentSession, text: AsyncIterable[Any]) -> AsyncIterator[Any]:
+    """``text`` (a reply's transcription stream) unchanged; once all of it
+    has passed, its whole text to the session's reply listeners. A stream
+    closed early (the reply was cut) tells nobody: LiveKit's chat item then
+    holds the words that were heard."""
+    parts: list[str] = []
+    async for delta in text:
+        parts.append(str(delta))
+        yield delta
+    whole = "".join(parts).strip()
+    listeners = _REPLY_LISTENERS.get(session)
+    if whole and listeners:
+        for listener in list(listeners.values()):
+            listener(whole)
+
+
+async def _stream_of(node: Any) -> Any:
+    # A node may return its iterator, or a coroutine giving it (or None).
+    return await node if asyncio.iscoroutine(node) else node
+
+
 class WordTimesAgent(Agent):
     """An ``Agent`` whose STT node hands each transcript's word times to the
-    session's turnkit detector (see the module docstring)."""
+    session's turnkit detector, and whose transcription node hands it each
+    reply's text before LiveKit's chat context has it (see the module
+    docstring)."""
 
     async def stt_node(  # type: ignore[override]
         self, audio: AsyncIterable[rtc.AudioFrame], model_settings: ModelSettings
     ) -> AsyncIterator[stt.SpeechEvent]:
-        node: Any = super().stt_node(audio, model_settings)
-        if asyncio.iscoroutine(node):
-            node = await node
+        node = await _stream_of(super().stt_node(audio, model_settings))
         if node is None:
             return
         async for ev in stt_words(self.session, node):
             yield ev
+
+    async def transcription_node(  # type: ignore[override]
+        self, text: AsyncIterable[Any], model_settings: ModelSettings
+    ) -> AsyncIterator[Any]:
+        node = await _stream_of(super().transcription_node(text, model_settings))
+        if node is None:
+            return
+        async for delta in reply_text(self.session, node):
+            yield delta

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
     EndFrame,
+    Frame,
     InputAudioRawFrame,
     InterruptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSSpeakFrame,
     UserStartedSpeakingFrame,
     UserStoppedSpeakingFrame,
 )
@@ -23,12 +30,14 @@ from pipecat.processors.aggregators.llm_response_universal import (
     LLMUserAggregator,
     LLMUserAggregatorParams,
 )
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import run_test
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
 
 from turnkit_pipecat import (
+    ReplyTextTap,
     TurnkitRecorder,
     TurnkitTurnEngine,
     TurnkitUserTurnStartStrategy,
@@ -207,3 +216,97 @@ async def test_the_bot_starting_to_speak_tells_the_detector_a_reply_began() -> N
     ep._agent_since_commit = False  # as after a committed turn
     await engine.feed(BotStartedSpeakingFrame())
     assert ep._agent_since_commit and engine.bot_speaking
+
+
+class _FakeBotOutput(FrameProcessor):
+    """Fake, named so: stands in for the transport output. On a marker
+    ``_marker("<play>")`` it starts "speaking" (``BotStartedSpeakingFrame``
+    upstream, as Pipecat's output transport sends it); on ``"<stop>"`` it
+    stops. It notes the detector's agent text as each response ends."""
+
+    def __init__(self, engine: TurnkitTurnEngine) -> None:
+        super().__init__()
+        self.engine = engine
+        self.at_end: list[str] = []  # the detector's agent text as each response ended
+        self.markers = 0
+        self.interruptions = 0
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, TTSSpeakFrame) and frame.text in ("<play>", "<stop>"):
+            up = BotStartedSpeakingFrame() if frame.text == "<play>" else BotStoppedSpeakingFrame()
+            await self.push_frame(up, FrameDirection.UPSTREAM)
+            self.markers += 1
+            return
+        if isinstance(frame, LLMFullResponseEndFrame):
+            self.at_end.append(self.engine.detector.agent_text)
+        elif isinstance(frame, InterruptionFrame):
+            self.interruptions += 1
+        await self.push_frame(frame, direction)
+
+
+def _marker(what: str) -> TTSSpeakFrame:
+    return TTSSpeakFrame(what, append_to_context=False)
+
+
+def _response(text: str) -> list[Frame]:
+    return [
+        LLMFullResponseStartFrame(),
+        *[LLMTextFrame(w) for w in text.split("|")],
+        LLMFullResponseEndFrame(),
+    ]
+
+
+async def test_reply_text_tap_hands_each_reply_once_the_bot_speaks_it() -> None:
+    """Pipecat's context has a reply once it has played; the tap after the
+    LLM hands its whole text to the detector when the bot starts speaking
+    it (or at the response's end when it already speaks), never a reply
+    cut before its audio; the stop strategy then leaves the context to it."""
+    engine = TurnkitTurnEngine("fused")
+    tap = ReplyTextTap(engine)
+    out = _FakeBotOutput(engine)
+    task = PipelineTask(Pipeline([tap, out]), cancel_on_idle_timeout=False)
+    runner = asyncio.create_task(PipelineRunner(handle_sigint=False).run(task))
+
+    async def step(frames: list[Frame], done: Any) -> None:
+        await task.queue_frames(frames)
+        async with asyncio.timeout(60):  # a hang guard: each step waits for its event
+            while not done():
+                await asyncio.sleep(0.01)
+
+    try:
+        first, second, third = "Can I have the order number?", "Let me check.", "It ships Friday."
+        await step(_response("Can I have| the order| number?"), lambda: len(out.at_end) == 1)
+        assert out.at_end == [""]  # authorised, not yet heard
+        await step([_marker("<play>")], lambda: tap.handed)
+        assert engine.detector.agent_text == first, (engine.detector.agent_text, tap.handed)
+        await step([_marker("<stop>")], lambda: out.markers == 2)
+        # the caller cut in before the next reply's audio
+        await step(_response("Let me| check."), lambda: len(out.at_end) == 2)
+        await step([InterruptionFrame()], lambda: out.interruptions == 1)
+        await step([_marker("<play>")], lambda: out.markers == 3)
+        await step(_response("It ships| Friday."), lambda: len(out.at_end) == 3)
+    finally:
+        if not runner.done():  # a failed step leaves the pipeline running
+            await task.queue_frame(EndFrame())
+            await asyncio.wait_for(runner, 60)
+    assert tap.handed == [first, third], tap.handed  # the cut reply never was
+    assert second not in [m["content"] for m in engine.detector.endpointing.history]
+    assert engine.detector.agent_text == third
+    assert engine.reply_text_tapped
+
+
+async def test_with_a_reply_text_tap_the_context_does_not_hand_the_reply_before() -> None:
+    """A caller turn started over a reply: Pipecat's context still ends on
+    the reply before, which the stop strategy handed at each user turn
+    start; with a ReplyTextTap the detector keeps the playing reply."""
+    for tapped in (False, True):
+        engine = TurnkitTurnEngine("fused")
+        context = LLMContext([{"role": "assistant", "content": "How can I help?"}])
+        stop = TurnkitUserTurnStopStrategy(engine, context=context)
+        if tapped:
+            ReplyTextTap(engine)
+        engine.set_agent_text("Can I have the order number?")  # the reply playing
+        await stop.handle_user_turn_started()
+        expected = "Can I have the order number?" if tapped else "How can I help?"
+        assert engine.detector.agent_text == expected

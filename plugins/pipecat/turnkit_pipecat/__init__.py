@@ -3,7 +3,8 @@ filters as user turn strategies (echo filter fed by the bot's played audio),
 eager drafting through Pipecat's speculation path, function calls through
 turnkit's tool gate, filler lines during slow calls, the context cut to what
 the caller heard on interruption, per-turn stage metrics,
-a turnkit.recording/v1 call recorder, and offline replay of recorded calls
+the bot's reply text to the detector as it starts to play, a
+turnkit.recording/v1 call recorder, and offline replay of recorded calls
 through Pipecat."""
 
 from turnkit_pipecat.echo import EchoReferenceTap
@@ -11,6 +12,7 @@ from turnkit_pipecat.engine import EngineStep, TurnkitTurnEngine
 from turnkit_pipecat.fillers import FillerProcessor
 from turnkit_pipecat.metrics import TurnMetrics, TurnMetricsObserver
 from turnkit_pipecat.recorder import TurnkitRecorder
+from turnkit_pipecat.reply_text import ReplyTextTap
 from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUserTurnStopStrategy
 from turnkit_pipecat.tools import GatedFunctions
 from turnkit_pipecat.truncation import HeardTruncation
@@ -23,6 +25,7 @@ __all__ = [
     "FillerProcessor",
     "GatedFunctions",
     "HeardTruncation",
+    "ReplyTextTap",
     "TurnMetrics",
     "TurnMetricsObserver",
     "TurnkitRecorder",

@@ -130,6 +130,9 @@ class TurnkitTurnEngine:
         self.bot_speaking = False
         self.agent_text = ""  # the bot's last reply (context for detectors, barge-in)
         self.bot_words = ""  # what the bot has spoken of its current reply (TTS words)
+        # A ReplyTextTap hands each reply's text as it plays (the strategy then
+        # leaves the detector's context to it).
+        self.reply_text_tapped = False
         self._bot_listeners: list[Callable[[str], None]] = []
         self.transcript = ""  # normalised whole-turn transcript so far
         self._committed = ""  # the transcript when the detector last committed

@@ -300,7 +300,9 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
             self.functions.interrupt()
         # What the bot said last is the context for the caller's answer
         # ("what's your card number?" makes "four one" likely unfinished).
-        if self.context is not None:
+        # Pipecat's context has a reply once it has played: a ReplyTextTap,
+        # if there is one, handed it as it began.
+        if self.context is not None and not self.engine.reply_text_tapped:
             for msg in reversed(self.context.get_messages()):
                 if isinstance(msg, dict) and msg.get("role") == "assistant":
                     content = msg.get("content")
