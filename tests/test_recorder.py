@@ -238,6 +238,71 @@ async def test_speech_the_agent_talked_through_is_not_a_turn(tmp_path: Path) -> 
     assert manifest["unlabelled_speech"] == [[bc.start, bc.end, bc.text]]
 
 
+@pytest.mark.parametrize("kind", ["user_turn_end", "end"])
+async def test_speech_the_agent_talked_through_but_the_host_answered_is_a_turn(
+    tmp_path: Path, kind: str
+) -> None:
+    """The caller answers ("Yes.") while the agent finishes its reply, the
+    agent talks on, and the host commits the user turn (LiveKit's
+    ``user_turn_end``): a caller turn with its words, not unlabelled speech
+    (a LiveKit recording dropped it, and its replay judged the "Yes."
+    wordless: 900 ms against the live 247 ms). Talked-through speech before
+    it in the same reply joins it. A detector's decision alone (``end``) is
+    no commit: the host may have talked through it."""
+    src = load_recording(CORPUS / "address-to-06")
+    rec = CallRecorder(tmp_path / "yes", clock=(clock := VirtualClock(T0)))
+    rec.caller_audio(read_wav(src.caller_path), SR, at=T0)
+    agent = read_wav(src.agent_path)
+    a = src.agent_turns[0]
+    bc = src.backchannels[0]  # speech over the agent's first reply
+    t0 = src.caller_turns[0]
+    rec.caller_speech(T0 + t0.start, T0 + t0.end)
+    rec.agent_audio(agent[round(a.start * SR) : round(a.end * SR)], SR, at=T0 + a.start)
+    mid = (bc.start + bc.end) / 2
+    rec.caller_speech(T0 + bc.start, T0 + mid - 0.05)
+    rec.caller_speech(T0 + mid + 0.05, T0 + bc.end)
+    await clock.advance_to(T0 + bc.end + 0.25)
+    rec.transcript(bc.text, final=True)
+    rec.turn_event(kind)
+    out = rec.finish()
+    assert out is not None
+    manifest = json.loads((out / "call.json").read_text())
+    got = load_recording(out)
+    if kind == "end":
+        assert len(got.caller_turns) == 1 and len(manifest["unlabelled_speech"]) == 2
+        return
+    assert manifest["unlabelled_speech"] == []
+    assert len(got.caller_turns) == 2
+    turn = got.caller_turns[1]
+    assert (turn.start, turn.end, turn.text) == (bc.start, bc.end, bc.text)
+    assert len(turn.speech_spans()) == 2
+
+
+async def test_a_reply_after_an_interrupted_one_is_its_own_agent_turn(tmp_path: Path) -> None:
+    """The caller cut a reply, the host answered at once (0.3 s later): two
+    agent turns with their own texts, not one joined over the short gap (the
+    replay handed the second reply's text at the first one's start, and a
+    turn said over the first was judged against both)."""
+    src = load_recording(CORPUS / "address-to-06")
+    rec = CallRecorder(tmp_path / "two", clock=(clock := VirtualClock(T0)))
+    rec.caller_audio(read_wav(src.caller_path), SR, at=T0)
+    tone = (0.2 * np.sin(np.arange(SR * 3) / 7)).astype(np.float32)
+    rec.agent_text("Which day would suit you?", at=T0 + 1.0)
+    rec.agent_audio(tone[: SR * 2], SR, at=T0 + 1.0)  # would play to 3.0 s
+    await clock.advance_to(T0 + 2.5)
+    rec.agent_interrupted(at=T0 + 2.5)
+    rec.agent_text("Thanks, one moment.", at=T0 + 2.8)
+    rec.agent_audio(tone[:SR], SR, at=T0 + 2.8)
+    await clock.advance_to(T0 + 4.0)
+    out = rec.finish()
+    assert out is not None
+    got = load_recording(out)
+    assert [(a.start, a.end, a.text) for a in got.agent_turns] == [
+        (1.0, 2.5, "Which day would suit you?"),
+        (2.8, 3.8, "Thanks, one moment."),
+    ]
+
+
 async def test_input_gap_is_filled_with_silence_to_keep_the_timeline(tmp_path: Path) -> None:
     clock = VirtualClock(T0)
     rec = CallRecorder(tmp_path / "gap", clock=clock, max_gap_s=0.2)

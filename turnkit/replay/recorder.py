@@ -17,9 +17,14 @@ What the labels are derived from (a live recorder cannot know the truth):
   takes the floor: a span that starts after agent audio began (since the
   last span) opens a new turn. A span that starts while the agent is
   playing opens a new turn only if the agent was interrupted during it (a
-  barge-in); speech the agent talked through is not a turn and is listed,
-  unlabelled, under ``unlabelled_speech`` (it may be a backchannel, echo or
-  noise: only a listener can tell, so no ``backchannel`` label is invented).
+  barge-in) or the host committed a caller turn after it, before the next
+  span (a ``turn_event`` of kind ``user_turn_end``: the agent talked
+  on, but the host answered it, as a caller's "Yes." to a question the agent
+  was still finishing; talked-through spans just before it in the same
+  reply join it); other speech the agent talked through is not a turn and is
+  listed, unlabelled, under ``unlabelled_speech`` (it may be a backchannel,
+  echo or noise: only a listener can tell, so no ``backchannel`` label is
+  invented).
 * **agent turns** — runs of agent audio on the timeline (gaps shorter than
   ``agent_merge_gap_s`` joined), cut where an interruption stopped playback;
   their text is the agent text that was sent for them.
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +117,13 @@ class _Stream:
         tail = self.resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
         self.resampler = None
         return tail
+
+
+# Turn events that say the host committed a caller turn to its LLM (LiveKit's
+# user turn, recorded with its text). A detector's own decision ("end") is
+# not one: a host may not act on it (LiveKit ignores a commit while the
+# agent talks through the caller's sound).
+COMMIT_KINDS = frozenset({"user_turn_end"})
 
 
 @dataclass(slots=True)
@@ -389,15 +402,16 @@ class CallRecorder:
             return round(min(max(t - origin, 0.0), duration), 3)
 
         agent_wav = self._write_agent(origin)
-        agent_runs = self._agent_runs(origin)
+        interruptions = sorted(tl(t) for t in self._interruptions)
+        agent_runs = self._agent_runs(origin, interruptions)
         speech = (
             [(tl(s.start), tl(s.end)) for s in sorted(self._speech, key=lambda s: s.start)]
             if self._speech
             else self._vad_spans()
         )
         speech = [(s, e) for s, e in speech if e > s]
-        interruptions = sorted(tl(t) for t in self._interruptions)
-        utterances = self._utterances(speech, agent_runs, interruptions)
+        commits = sorted(tl(e["at"]) for e in self._turn_events if e["kind"] in COMMIT_KINDS)
+        utterances = self._utterances(speech, agent_runs, interruptions, commits)
         self._attach_transcripts(utterances, origin)
 
         events: list[dict[str, Any]] = []
@@ -464,9 +478,13 @@ class CallRecorder:
         sf.write(str(self.folder / "agent.wav"), buf, SAMPLE_RATE, subtype="PCM_16")
         return True
 
-    def _agent_runs(self, origin: float) -> list[tuple[float, float]]:
+    def _agent_runs(
+        self, origin: float, interruptions: list[float] | None = None
+    ) -> list[tuple[float, float]]:
         """Stretches the agent played, on the timeline, gaps below the merge
-        threshold joined, clamped to the caller audio."""
+        threshold joined unless an interruption stopped the agent in the gap
+        (the next audio is another reply, with its own text), clamped to the
+        caller audio."""
         dur = self.duration
         runs: list[list[float]] = []
         for s, e in sorted(
@@ -477,7 +495,8 @@ class CallRecorder:
             s, e = max(s, 0.0), min(e, dur)
             if e <= s:
                 continue
-            if runs and s <= runs[-1][1] + self.agent_merge_gap_s:
+            stopped = runs and any(runs[-1][1] - 0.05 <= t <= s + 1e-9 for t in interruptions or ())
+            if runs and not stopped and s <= runs[-1][1] + self.agent_merge_gap_s:
                 runs[-1][1] = max(runs[-1][1], e)
             else:
                 runs.append([s, e])
@@ -506,13 +525,15 @@ class CallRecorder:
         speech: list[tuple[float, float]],
         agent: list[tuple[float, float]],
         interruptions: list[float],
+        commits: list[float] | None = None,
     ) -> list[_Utterance]:
         out: list[_Utterance] = []
         current: _Utterance | None = None
         grace = self.barge_in_grace_s
-        for s, e in speech:
+        for i, (s, e) in enumerate(speech):
             playing = next((a for a in agent if a[0] < s < a[1]), None)
             if playing is not None:
+                upto = speech[i + 1][0] if i + 1 < len(speech) else math.inf
                 if current is not None and current.turn and current.end >= playing[0]:
                     # The agent started over a caller who had not finished
                     # (a cutoff that got out): the caller's turn goes on.
@@ -521,6 +542,17 @@ class CallRecorder:
                 elif any(s - 0.05 <= t <= e + grace for t in interruptions):
                     # A barge-in: the agent was stopped while the caller spoke.
                     current = _Utterance(s, e, [(s, e)])
+                    out.append(current)
+                elif any(s - 0.05 <= t < upto for t in commits or ()):
+                    # The agent talked on, but the host took the speech for a
+                    # turn and answered it (the caller's "Yes." to a question
+                    # the agent was still finishing). Talked-through speech
+                    # just before it in the same reply is the same turn.
+                    current = _Utterance(s, e, [(s, e)])
+                    while out and not out[-1].turn and out[-1].start > playing[0]:
+                        before = out.pop()
+                        current.start = before.start
+                        current.spans = before.spans + current.spans
                     out.append(current)
                 else:
                     out.append(_Utterance(s, e, [(s, e)], turn=False))
