@@ -61,15 +61,16 @@ async def _session(
     session.input.audio = src
     speaker = CaptureAudioOutput()
     session.output.audio = speaker
-    users: list[llm.ChatMessage] = []
+    items: dict[str, list[llm.ChatMessage]] = {"user": [], "assistant": []}
     session.on(
         "conversation_item_added",
         lambda ev: (
-            users.append(ev.item)
-            if isinstance(ev.item, llm.ChatMessage) and ev.item.role == "user"
+            items[ev.item.role].append(ev.item)
+            if isinstance(ev.item, llm.ChatMessage) and ev.item.role in items
             else None
         ),
     )
+    users, replies = items["user"], items["assistant"]
     attach(session, det)
     await session.start(agent, record=False)
     if record_to is not None:
@@ -85,15 +86,6 @@ async def _session(
     stream.detector.on_transcript = tap  # type: ignore[method-assign]
     if wire is not None:
         wire(session, det, speaker)
-    replies: list[Any] = []
-    session.on(
-        "conversation_item_added",
-        lambda ev: (
-            replies.append(ev.item)
-            if isinstance(ev.item, llm.ChatMessage) and ev.item.role == "assistant"
-            else None
-        ),
-    )
     await asyncio.wait_for(src.done.wait(), END_S + 10)
     # The first turn's commit (and the reply's item): events, however busy
     # the machine.
