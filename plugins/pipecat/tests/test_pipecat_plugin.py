@@ -4,6 +4,7 @@ run_test and pipelines fed InputAudioRawFrames from the corpus WAVs."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +205,12 @@ async def test_recorder_processor_round_trip(tmp_path: Path) -> None:
     assert all(abs(d) <= 32.0 for d in live.deltas_ms), live.deltas_ms
     other = await replay_call(got, "silence:stop_ms=300", ReplayConfig())
     assert other.live_agreement is None  # another detector's replay: nothing to compare
+    # Each user turn Pipecat's aggregator ended is a host commit, one per decision.
+    events = json.loads((recorder.written / "call.json").read_text())["live"]["turn_events"]
+    commits = [e["at"] for e in events if e["kind"] == "user_turn_end"]
+    ends = [e["at"] for e in events if e["kind"] == "end"]
+    assert len(commits) == len(ends) >= 3
+    assert all(c >= e for c, e in zip(commits, ends, strict=True))
 
 
 async def test_the_bot_starting_to_speak_tells_the_detector_a_reply_began() -> None:

@@ -4,9 +4,12 @@
 ``transport.output()``: there it sees the caller's ``InputAudioRawFrame``
 chunks (passed down the whole pipeline) and each ``OutputAudioRawFrame`` the
 output transport has just written (so, played), plus interruptions and the
-bot's ``TTSTextFrame`` words. Transcripts are consumed by the user
-aggregator before they get there, so pass the turn engine to record them
-(and the detector's decisions). Everything goes to turnkit's framework-free
+bot's ``TTSTextFrame`` words, and each user turn the user aggregator ended
+(``UserStoppedSpeakingFrame``: a ``user_turn_end`` turn event, the host's
+commit, which makes caller speech the bot talked through a turn).
+Transcripts are consumed by the user aggregator before they get there, so
+pass the turn engine to record them (and the detector's decisions).
+Everything goes to turnkit's framework-free
 :class:`~turnkit.replay.recorder.CallRecorder`, which writes the folder when
 the pipeline ends.
 
@@ -29,6 +32,7 @@ from pipecat.frames.frames import (
     InterruptionFrame,
     OutputAudioRawFrame,
     TTSTextFrame,
+    UserStoppedSpeakingFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from turnkit.clock import Clock, RealClock, VirtualClock
@@ -105,6 +109,14 @@ class TurnkitRecorder(FrameProcessor):
                 rec.agent_interrupted()
             elif isinstance(frame, TTSTextFrame):
                 rec.agent_text(frame.text)
+            elif (
+                isinstance(frame, UserStoppedSpeakingFrame)
+                and direction is FrameDirection.DOWNSTREAM
+            ):
+                # The user aggregator ended the user turn (its text goes to the
+                # LLM): the host's commit, as LiveKit's recorder notes it. A
+                # caller's words the bot talked through are a turn then.
+                rec.turn_event("user_turn_end")
             elif isinstance(frame, EndFrame | CancelFrame):
                 self.written = rec.finish()
         await self.push_frame(frame, direction)
