@@ -160,8 +160,9 @@ async def test_the_agent_speaking_tells_the_detector_a_reply_began() -> None:
 async def test_a_reply_text_reaches_the_detector_once_the_reply_plays() -> None:
     """A WordTimesAgent's transcription node gives the reply's whole text
     before LiveKit's chat item: the detector gets it at the reply's first
-    audio (held while the agent is "thinking"), at once when the agent is
-    already speaking, and never for a reply cut before its first audio."""
+    audio (held while the agent is "thinking", or "listening" before a
+    ``session.say()``), at once when the agent is already speaking, and never
+    for a reply cut before its first audio."""
     det = turn_detector("fused")
     session = AgentSession(llm=FakeLLM(), tts=FakeTTS())
     attach(session, det)
@@ -194,6 +195,11 @@ async def test_a_reply_text_reaches_the_detector_once_the_reply_plays() -> None:
     state("thinking", "listening")  # cut before its first audio
     state("listening", "speaking")
     assert ep.agent_text == "And the postcode?"
+    state("speaking", "listening")
+    await reply("Welcome back.")  # session.say(): no "thinking" before it
+    assert ep.agent_text == "And the postcode?"
+    state("listening", "speaking")
+    assert ep.agent_text == "Welcome back."
     await stream.aclose()
 
 

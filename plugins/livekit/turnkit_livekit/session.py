@@ -335,14 +335,15 @@ class TurnMetrics:
         # A reply's whole text from the agent's transcription node (a
         # WordTimesAgent), long before LiveKit's chat item: handed to the
         # detector while the reply plays, as the replay does at its start.
-        # LiveKit runs the node only for a reply it has authorised, so the
-        # state is "thinking" (no audio yet: kept for its first audio, and
-        # dropped if the reply is cut first) or "speaking".
+        # LiveKit runs the node only for a reply it has authorised: before
+        # its audio (state "thinking", or "listening" for session.say()) the
+        # text is kept for its first audio, and dropped at the next state
+        # change if that is not "speaking" (the reply was cut first).
         if self._agent_state == "speaking":
             s = self._stream()
             if s is not None:
                 s.set_agent_text(text)
-        elif self._agent_state == "thinking":
+        else:
             self._reply_pending = text
 
     def _on_item(self, ev: ConversationItemAddedEvent) -> None:
