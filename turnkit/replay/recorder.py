@@ -120,9 +120,9 @@ class _Stream:
 
 
 # Turn events that say the host committed a caller turn to its LLM (LiveKit's
-# user turn, recorded with its text; the end of Pipecat's user turn). A detector's own decision ("end") is
-# not one: a host may not act on it (LiveKit ignores a commit while the
-# agent talks through the caller's sound).
+# user turn, recorded with its text; the end of Pipecat's user turn). A
+# detector's own decision ("end") is not one: a host may not act on it
+# (LiveKit ignores a commit while the agent talks through the caller's sound).
 COMMIT_KINDS = frozenset({"user_turn_end"})
 
 
