@@ -26,8 +26,9 @@ What the labels are derived from (a live recorder cannot know the truth):
   echo or noise: only a listener can tell, so no ``backchannel`` label is
   invented).
 * **agent turns** — runs of agent audio on the timeline (gaps shorter than
-  ``agent_merge_gap_s`` joined), cut where an interruption stopped playback;
-  their text is the agent text that was sent for them.
+  ``agent_merge_gap_s`` joined, unless an interruption stopped the agent in
+  the gap: what follows is another reply), cut where an interruption
+  stopped playback; their text is the agent text that was sent for them.
 * **text/words** — final transcripts, attributed to the utterance they
   follow; word timings are kept when the recogniser gave them.
 
