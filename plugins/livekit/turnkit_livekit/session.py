@@ -57,6 +57,7 @@ from livekit.agents.voice.turn import (
     TurnHandlingOptions,
 )
 
+from turnkit.detectors.reply_text import ReplyTextGate
 from turnkit.frames import SystemFrame, TurnEagerFrame, TurnEndFrame, TurnResumedFrame
 from turnkit_livekit.detectors import (
     TurnkitDetectorStream,
@@ -287,10 +288,9 @@ class TurnMetrics:
         session.on("user_input_transcribed", self._on_transcribed)
         session.on("conversation_item_added", self._on_item)
         session.on("agent_state_changed", self._on_agent_state)
-        # The agent's state as LiveKit last announced it, and the text of a
-        # reply LiveKit has authorised but not yet played (see _on_reply_text).
-        self._agent_state = "initializing"
-        self._reply_pending: str | None = None
+        # When a reply's text (from a WordTimesAgent) becomes the detector's
+        # context: turnkit's one rule for every host.
+        self._reply_text = ReplyTextGate()
         if isinstance(detector, TurnkitStreamingDetector):
             # A WordTimesAgent's STT node notes the word times for it, its
             # transcription node each reply's text.
@@ -322,29 +322,28 @@ class TurnMetrics:
         # words; taken for the last turn going on it was answered at the
         # floor on its audio alone: 2 of 21 decisions of 4 demo calls
         # differed from the replay's).
-        self._agent_state = ev.new_state
-        pending, self._reply_pending = self._reply_pending, None
-        if ev.new_state == "speaking":
-            s = self._stream()
-            if s is not None:
-                s.agent_started()
-                if pending is not None:
-                    s.set_agent_text(pending)
+        if ev.new_state != "speaking":
+            # LiveKit runs the transcription node only for a reply it has
+            # authorised: one whose text came before its audio ("thinking",
+            # or "listening" for session.say()) and that is not "speaking"
+            # at the next state change was cut first.
+            self._reply_text.stopped()
+            return
+        text = self._reply_text.started()
+        s = self._stream()
+        if s is not None:
+            s.agent_started()
+            if text is not None:
+                s.set_agent_text(text)
 
     def _on_reply_text(self, text: str) -> None:
         # A reply's whole text from the agent's transcription node (a
-        # WordTimesAgent), long before LiveKit's chat item: handed to the
-        # detector while the reply plays, as the replay does at its start.
-        # LiveKit runs the node only for a reply it has authorised: before
-        # its audio (state "thinking", or "listening" for session.say()) the
-        # text is kept for its first audio, and dropped at the next state
-        # change if that is not "speaking" (the reply was cut first).
-        if self._agent_state == "speaking":
-            s = self._stream()
-            if s is not None:
-                s.set_agent_text(text)
-        else:
-            self._reply_pending = text
+        # WordTimesAgent), long before LiveKit's chat item: the detector's
+        # context from the reply's first audio, as in the replay.
+        text_now = self._reply_text.text(text)
+        s = self._stream()
+        if text_now is not None and s is not None:
+            s.set_agent_text(text_now)
 
     def _on_item(self, ev: ConversationItemAddedEvent) -> None:
         item = ev.item

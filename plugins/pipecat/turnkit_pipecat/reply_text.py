@@ -39,6 +39,7 @@ from pipecat.frames.frames import (
     TTSSpeakFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from turnkit.detectors.reply_text import ReplyTextGate
 
 from turnkit_pipecat.engine import TurnkitTurnEngine
 
@@ -58,40 +59,34 @@ class ReplyTextTap(FrameProcessor):
         engine.reply_text_tapped = True
         self.handed: list[str] = []  # every reply text handed to the engine
         self._parts: list[str] = []
-        self._pending: str | None = None  # a whole response not yet heard
-        self._speaking = False
+        # When a whole response becomes the detector's context: turnkit's one
+        # rule for every host.
+        self._gate = ReplyTextGate()
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
         if isinstance(frame, InterruptionFrame):
-            self._parts, self._pending = [], None
+            self._parts = []
+            self._gate.cancel()
         elif direction is FrameDirection.DOWNSTREAM:
             if isinstance(frame, LLMFullResponseStartFrame):
-                self._parts, self._pending = [], None
+                self._parts = []
+                self._gate.cancel()
             elif isinstance(frame, LLMTextFrame):
                 if not frame.skip_tts:
                     self._parts.append(frame.text)
             elif isinstance(frame, LLMFullResponseEndFrame):
-                self._whole("".join(self._parts))
+                self._hand(self._gate.text("".join(self._parts)))
                 self._parts = []
             elif isinstance(frame, TTSSpeakFrame) and frame.append_to_context:
-                self._whole(frame.text)  # a line the app has the bot say
+                self._hand(self._gate.text(frame.text))  # a line the app has the bot say
         elif isinstance(frame, BotStartedSpeakingFrame):
-            self._speaking = True
-            pending, self._pending = self._pending, None
-            if pending is not None:
-                self._hand(pending)
+            self._hand(self._gate.started())
         elif isinstance(frame, BotStoppedSpeakingFrame):
-            self._speaking = False
+            self._gate.stopped()
         await self.push_frame(frame, direction)
 
-    def _whole(self, text: str) -> None:
-        text = text.strip()
-        if text and self._speaking:
-            self._hand(text)
-        elif text:
-            self._pending = text
-
-    def _hand(self, text: str) -> None:
-        self.handed.append(text)
-        self.engine.set_agent_text(text)
+    def _hand(self, text: str | None) -> None:
+        if text is not None:
+            self.handed.append(text)
+            self.engine.set_agent_text(text)
