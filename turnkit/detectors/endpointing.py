@@ -94,7 +94,7 @@ from turnkit.text.features import (
 )
 from turnkit.text.lexicon import is_backchannel
 from turnkit.text.normalize import normalize_text
-from turnkit.text.numerals import spoken_numbers
+from turnkit.text.numerals import DIGIT_WORDS, spoken_numbers
 from turnkit.text.question import announces_more, read_agent
 from turnkit.text.recogniser import StreamingWatch
 
@@ -219,7 +219,7 @@ _DIGIT_WORDS = frozenset(DIGITS) | NUMBERS | {"dash"}
 # A time of day after these is said whole ("leave after seventeen forty
 # five", "at three thirty"), not read out in chunks.
 _TIME_PREPOSITIONS = frozenset({"at", "by", "after", "before", "until", "till", "around"})
-_ONES = frozenset({"one", "two", "three", "four", "five", "six", "seven", "eight", "nine"})
+_ONES = frozenset(DIGIT_WORDS[1:])  # "one" to "nine"
 _TEENS = frozenset(
     {"ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen"}
     | {"sixteen", "seventeen", "eighteen", "nineteen"}
