@@ -274,3 +274,33 @@ def test_replay_fallback_warning_points_measured_runs_at_compute_fixed(
     warning = " ".join(line for line in proc.stderr.splitlines() if "fell back" in line)
     assert "end-of-turn decisions fell back" in warning, proc.stderr
     assert ("--compute fixed" in warning) is hinted, warning
+
+
+def test_replay_latency_from_live_reads_each_calls_host(tmp_path: Path) -> None:
+    """--latency-from-live: a call with the live host's commits answers at
+    its measured commit-to-audio time (JSON: the config and how many calls
+    used it); a call recorded elsewhere keeps the model; it and --llm-url
+    both set the LLM's latency, so both together is refused."""
+    live = tmp_path / "live"
+    shutil.copytree(GOOD, live)
+    m = _manifest(live)
+    first = min(e["start"] for e in m["events"] if e["type"] == "agent_turn")
+    m["live"] = {"turn_events": [{"kind": "user_turn_end", "at": first - 0.12}]}
+    m["id"] = "easy-short-08-live"
+    _write(live, m)
+    out = tmp_path / "r.json"
+    r = turnkit("replay", str(live), str(GOOD), "--latency-from-live", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["config"]["latency_from_live"] is True
+    assert doc["results"][0]["live_latency_ms"] == {
+        "calls": 1,
+        "p50": 120.0,
+        "p95": 120.0,
+        "mean": 120.0,
+    }
+    both = turnkit("replay", str(GOOD), "--latency-from-live", "--llm-url", "http://127.0.0.1:9/v1")
+    assert both.returncode == 2 and "--latency-from-live" in both.stderr
+    plain = tmp_path / "p.json"
+    assert turnkit("replay", str(GOOD), "--json", str(plain)).returncode == 0
+    assert json.loads(plain.read_text())["results"][0]["live_latency_ms"] is None

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from turnkit.replay.live import LiveAgreement, agreement, combine, live_decisions
-from turnkit.replay.metrics import agreement_row
+from turnkit.replay.live import (
+    LiveAgreement,
+    agreement,
+    combine,
+    live_decisions,
+    live_reply_latencies_ms,
+)
+from turnkit.replay.metrics import CallScore, agreement_row
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
 
@@ -69,3 +75,42 @@ async def test_a_recording_with_live_decisions_is_held_against_the_replay(
     other = await replay_call(rec, "silence:stop_ms=300", ReplayConfig())
     assert other.live_agreement is None
     assert live_decisions(load_recording(CORPUS / "easy-order-status-01"), "silence") is None
+
+
+async def test_a_replay_answers_at_the_live_hosts_measured_latency(tmp_path: Path) -> None:
+    """--latency-from-live: each commit's time to its reply's first audio is
+    read off the recording (a commit whose reply never played gives none),
+    and the replay answers at their median instead of 350 + 150 ms."""
+    src = load_recording(CORPUS / "easy-order-status-01")
+    starts = [t.start for t in src.agent_turns]
+    events = [
+        {"kind": "user_turn_end", "at": starts[0] - 0.060},
+        {"kind": "end", "at": starts[1] - 0.500, "detector": "silence"},  # not a commit
+        {"kind": "user_turn_end", "at": starts[1] - 0.900},  # cut: the next commit first
+        {"kind": "user_turn_end", "at": starts[1] - 0.080},
+        {"kind": "user_turn_end", "at": True},  # not a time: skipped
+        {"kind": "user_turn_end", "at": starts[2] - 0.070},
+    ]
+    rec = load_recording(_with_live(tmp_path, events))
+    assert live_reply_latencies_ms(rec) == pytest.approx([60.0, 80.0, 70.0])
+    assert live_reply_latencies_ms(src) == []
+
+    fed = await replay_call(rec, "silence", ReplayConfig(compute="none", latency_from_live=True))
+    assert fed.live_latency_ms == pytest.approx(70.0)
+    # the same replay as one told the host's figure by hand
+    by_hand = ReplayConfig(compute="none", llm_ttft_ms="70", tts_ttfb_ms="0")
+    assert fed.replies == (await replay_call(rec, "silence", by_hand)).replies
+    plain = await replay_call(rec, "silence", ReplayConfig(compute="none"))
+    assert plain.live_latency_ms is None
+
+    def lags(score: CallScore) -> list[float]:  # replies with no tool before them
+        return [
+            round(r["first_audio_at"] - r["decision_at"], 3)
+            for r in score.replies
+            if not r["filler"]
+        ]
+
+    assert lags(fed) == [0.07, 0.07] and lags(plain) == [0.5, 0.5]
+    # a call not recorded live keeps the latency model
+    other = await replay_call(src, "silence", ReplayConfig(compute="none", latency_from_live=True))
+    assert other.live_latency_ms is None and lags(other) == [0.5, 0.5]

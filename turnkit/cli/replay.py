@@ -128,6 +128,16 @@ def replay(
         ),
     ] = None,
     llm_model: Annotated[str, typer.Option(help="model name sent with --llm-url")] = "",
+    latency_from_live: Annotated[
+        bool,
+        typer.Option(
+            "--latency-from-live",
+            help="a call a turnkit recorder wrote live answers at its host's measured latency "
+            "(median from a committed user turn to the reply's first audio, as LLM TTFT with "
+            "TTS 0) instead of --llm-ttft-ms/--tts-ttfb-ms: hold a replay against the live "
+            "decisions at the host's speed; calls without live turns keep the latency model",
+        ),
+    ] = False,
     allow_remote: Annotated[
         bool,
         typer.Option(
@@ -186,6 +196,8 @@ def replay(
             _fail(f"{name}: {number} is not a finite number")
     if workers < 0:
         _fail(f"--workers: {workers} is negative (0: one per core)")
+    if latency_from_live and llm_url is not None:
+        _fail("--latency-from-live and --llm-url both set the LLM's latency: give one")
     try:
         config = ReplayConfig(
             llm_ttft_ms=llm_ttft_ms,
@@ -199,6 +211,7 @@ def replay(
             filters=not no_filters,
             llm_url=llm_url,
             llm_model=llm_model,
+            latency_from_live=latency_from_live,
         )
     except ValueError as exc:
         _fail(_config_error(exc))

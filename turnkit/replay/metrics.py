@@ -144,6 +144,9 @@ class CallScore:
     # The replay's decisions against the live detector's, where the call was
     # recorded live with them (turnkit.replay.live).
     live_agreement: LiveAgreement | None = None
+    # The live host's commit-to-audio latency (ms) the replay answered at
+    # (ReplayConfig.latency_from_live); None: the latency model's.
+    live_latency_ms: float | None = None
     # The call's manifest tags (subsets such as "natural", "stress", "telephone").
     tags: list[str] = field(default_factory=list)
     # Tool calls (a call with ``tool_call`` events): see ToolFigures.figures.
@@ -543,12 +546,20 @@ def aggregate(detector: str, calls: list[CallScore]) -> dict[str, Any]:
         # Calls recorded live with this detector's decisions: where the replay
         # decided as the live agent did (None: no such call).
         "live_agreement": _live_row(calls),
+        # Calls answered at their live host's measured latency (--latency-from-live):
+        # how many, and those latencies (ms).
+        "live_latency_ms": _live_latency_row(calls),
         "compute_ms_per_decision": _pct(compute, 50, 95),
         "audio_seconds": round(sum(c.audio_seconds for c in calls), 3),
         "wall_seconds": round(sum(c.wall_seconds for c in calls), 3),
         "per_turn": [t.row() for t in turns],
         "subsets": subset_figures(turns, {c.call: c.tags for c in calls}),
     }
+
+
+def _live_latency_row(calls: Sequence[CallScore]) -> dict[str, Any] | None:
+    got = [c.live_latency_ms for c in calls if c.live_latency_ms is not None]
+    return None if not got else {"calls": len(got), **_pct(got, 50, 95)}
 
 
 def _live_row(calls: Sequence[CallScore]) -> dict[str, Any] | None:

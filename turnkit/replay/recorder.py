@@ -63,6 +63,7 @@ import soxr
 from turnkit.audio import SAMPLE_RATE
 from turnkit.audio.wav import to_pcm16
 from turnkit.clock import Clock
+from turnkit.replay.live import COMMIT_KINDS
 from turnkit.replay.recording import FORMAT
 
 __all__ = ["CallRecorder", "RecorderError", "SpeechSpan"]
@@ -118,13 +119,6 @@ class _Stream:
         tail = self.resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
         self.resampler = None
         return tail
-
-
-# Turn events that say the host committed a caller turn to its LLM (LiveKit's
-# user turn, recorded with its text; the end of Pipecat's user turn). A
-# detector's own decision ("end") is not one: a host may not act on it
-# (LiveKit ignores a commit while the agent talks through the caller's sound).
-COMMIT_KINDS = frozenset({"user_turn_end"})
 
 
 @dataclass(slots=True)

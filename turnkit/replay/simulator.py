@@ -18,6 +18,7 @@ import math
 import os
 import random
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -57,7 +58,12 @@ from turnkit.replay.engine import (
     replay_tools,
 )
 from turnkit.replay.latency import LatencyModel
-from turnkit.replay.live import LiveAgreement, agreement, live_decisions
+from turnkit.replay.live import (
+    LiveAgreement,
+    agreement,
+    live_decisions,
+    live_reply_latencies_ms,
+)
 from turnkit.replay.llm_source import SYSTEM_PROMPT, LiveEngine, ModelTTFT, TTFTSource
 from turnkit.replay.metrics import CallScore, ToolFigures, score_call
 from turnkit.replay.oracle import OracleTranscriber, oracle_words
@@ -112,6 +118,13 @@ class ReplayConfig(BaseModel):
         "the replay's LLM requests instead of the latency model and the recorded reply",
     )
     llm_model: str = ""
+    latency_from_live: bool = Field(
+        False,
+        description="a call recorded live by turnkit answers at its host's measured latency: "
+        "the median from a committed user turn to the reply's first audio as the LLM's first "
+        "token, TTS 0 (turnkit.replay.live.live_reply_latencies_ms); other calls keep "
+        "llm_ttft_ms / tts_ttfb_ms",
+    )
     default_reply_s: float = Field(2.0, gt=0)
     seed: int = 0
     vad_threshold: float = Field(0.5, gt=0, lt=1)
@@ -267,6 +280,13 @@ async def replay_call(
     handed the agent (its Responder, engine and cursor) once the call has
     run, before it is scored."""
     t0 = time.perf_counter()
+    live_latency = _live_latency(rec) if config.latency_from_live else None
+    if live_latency is not None:
+        # The host's figure holds all it spent between its decision and its
+        # audio; the replay adds its own decision time (compute included).
+        config = config.model_copy(
+            update={"llm_ttft_ms": f"{live_latency:.1f}", "tts_ttfb_ms": "0"}
+        )
     n_samples = rec.caller_samples(SAMPLE_RATE)  # the audio streams in blocks below
     # A live engine: the clock holds while the replay waits for its tokens.
     clock = VirtualClock() if config.llm_url is None else HeldClock()
@@ -373,7 +393,15 @@ async def replay_call(
     )
     score.echo_reference = echo_reference
     score.live_agreement = _live_agreement(rec, detector_spec, agent)
+    score.live_latency_ms = live_latency
     return score
+
+
+def _live_latency(rec: Recording) -> float | None:
+    """The median of the live host's commit-to-audio times for this call
+    (None: not recorded live, or no reply reached its audio)."""
+    got = live_reply_latencies_ms(rec)
+    return round(statistics.median(got), 1) if got else None
 
 
 def _live_agreement(rec: Recording, spec: str, agent: SimulatedAgent) -> LiveAgreement | None:
