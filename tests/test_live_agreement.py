@@ -17,7 +17,7 @@ from turnkit.replay.live import (
 )
 from turnkit.replay.metrics import CallScore, agreement_row
 from turnkit.replay.recording import load_recording
-from turnkit.replay.simulator import ReplayConfig, replay_call
+from turnkit.replay.simulator import LabelPlanner, ReplayConfig, replay_call
 
 CORPUS = Path(__file__).resolve().parent.parent / "recordings"
 
@@ -114,3 +114,51 @@ async def test_a_replay_answers_at_the_live_hosts_measured_latency(tmp_path: Pat
     # a call not recorded live keeps the latency model
     other = await replay_call(src, "silence", ReplayConfig(compute="none", latency_from_live=True))
     assert other.live_latency_ms is None and lags(other) == [0.5, 0.5]
+
+
+def _with_agent_inside_turn(tmp_path: Path) -> Path:
+    """address-to-06 with the agent speaking inside caller turn 1's hold (a
+    live host's cutoff that got out, then its answer after the turn)."""
+    dst = tmp_path / "split"
+    shutil.copytree(CORPUS / "address-to-06", dst)
+    m = json.loads((dst / "call.json").read_text())
+    m["events"].append(
+        {"type": "agent_turn", "start": 12.9, "end": 13.4, "text": "Okay, let me note that."}
+    )
+    m["events"].sort(key=lambda e: e["start"])
+    (dst / "call.json").write_text(json.dumps(m))
+    return dst
+
+
+async def test_a_cutoff_says_what_the_agent_said_inside_the_turn(tmp_path: Path) -> None:
+    """Two answers to one caller turn (one inside it, one after its end): a
+    decision inside the turn gets the first, one after its end the second —
+    not both joined, which read the caller's words after the cutoff against
+    the later question (LiveKit live vs replay, travel-natural-16: wait
+    250 ms in the replay where the live detector waited 120 ms)."""
+    rec = load_recording(_with_agent_inside_turn(tmp_path))
+    planner = LabelPlanner(rec, 2.0)
+    turn = rec.caller_turns[1]  # 10.955-14.591, hold 12.503-13.737
+    answer = "Twelve forty Main Street, suite two hundred. And which city is that in?"
+    assert planner.reply_text(1, 12.8) == "Okay, let me note that."
+    assert planner.play_until(1, 12.9, 12.8) == pytest.approx(13.4)
+    assert planner.reply_text(1, turn.end + 0.2) == answer
+    assert planner.play_until(1, 15.0, turn.end + 0.2) == pytest.approx(20.383)
+    assert planner.reply_text(1) == f"Okay, let me note that. {answer}"  # no decision: all
+    # one answer (the corpus as written): every decision gets it
+    plain = LabelPlanner(load_recording(CORPUS / "address-to-06"), 2.0)
+    assert plain.reply_text(1, 12.8) == plain.reply_text(1, 15.0) == answer
+
+    replies = []
+    await replay_call(
+        rec,
+        "silence:stop_ms=300",
+        ReplayConfig(compute="none"),
+        observe=lambda agent: replies.extend(agent.replies),
+    )
+    inside = [r for r in replies if r.turn == 1 and r.decision_at < turn.end]
+    after = [r for r in replies if r.turn == 1 and r.decision_at >= turn.end]
+    assert inside and after
+    assert all(r.text in ("", "Okay, let me note that.") for r in inside)
+    assert any(r.text == "Okay, let me note that." for r in inside)  # it got out
+    assert [r.text for r in after] == [answer]

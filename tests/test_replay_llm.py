@@ -179,7 +179,7 @@ async def test_a_voided_draft_is_aborted_on_the_engine(engine: str) -> None:
         def turn_for(self, decision_at: float) -> int | None:
             return 0
 
-        def reply_text(self, turn: int | None) -> str:
+        def reply_text(self, turn: int | None, at: float | None = None) -> str:
             return "the recorded reply"
 
     clock = HeldClock()

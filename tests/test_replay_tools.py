@@ -177,7 +177,7 @@ class _Script:
     def turn_for(self, decision_at: float) -> int | None:
         return 0
 
-    def reply_text(self, turn: int | None) -> str:
+    def reply_text(self, turn: int | None, at: float | None = None) -> str:
         return self.text
 
 

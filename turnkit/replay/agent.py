@@ -85,9 +85,11 @@ class Reply:
 class ReplyPlanner(Protocol):
     def turn_for(self, decision_at: float) -> int | None: ...
 
-    def play_until(self, turn: int | None, first_audio_at: float) -> float: ...
+    def play_until(
+        self, turn: int | None, first_audio_at: float, at: float | None = None
+    ) -> float: ...
 
-    def reply_text(self, turn: int | None) -> str: ...
+    def reply_text(self, turn: int | None, at: float | None = None) -> str: ...
 
 
 class SimulatedAgent(FrameProcessor):
@@ -339,9 +341,9 @@ class SimulatedAgent(FrameProcessor):
         self._pending = None
         now = self.clock.now()
         reply.first_audio_at = now
-        reply.planned_end = self.planner.play_until(reply.turn, now)
+        reply.planned_end = self.planner.play_until(reply.turn, now, reply.decision_at)
         self._speaking = reply
-        text = reply.text = self.planner.reply_text(reply.turn)
+        text = reply.text = self.planner.reply_text(reply.turn, reply.decision_at)
         self.barge_in.on_agent_started(text, now)
         self.cursor.on_started(reply.id)
         self.cursor.on_duration(reply.id, reply.planned_end - now)

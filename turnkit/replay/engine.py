@@ -97,7 +97,9 @@ class ReplyScript(Protocol):
 
     def turn_for(self, decision_at: float) -> int | None: ...
 
-    def reply_text(self, turn: int | None) -> str: ...
+    def reply_text(self, turn: int | None, at: float | None = None) -> str:
+        """The recorded answer to caller turn ``turn`` for a request at ``at``."""
+        ...
 
 
 @dataclass(slots=True)
@@ -242,7 +244,7 @@ class SimulatedStream:
         elif self._live is not None:
             self._chunks = []  # the engine's deltas come one by one (_next_live)
         else:
-            self._chunks = _WORD.findall(e.script.reply_text(req.turn))
+            self._chunks = _WORD.findall(e.script.reply_text(req.turn, req.opened_at))
 
 
 class SimulatedEngine:

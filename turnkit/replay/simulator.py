@@ -162,24 +162,41 @@ class LabelPlanner:
                 idx = i
         return idx
 
-    def _agent_floor(self, turn: int | None) -> list[AgentTurn]:
+    def _agent_floor(self, turn: int | None, at: float | None = None) -> list[AgentTurn]:
         if turn is None:
             return []
         t = self.turns[turn]
         nxt = self.turns[turn + 1].start if turn + 1 < len(self.turns) else float("inf")
-        return [a for a in self.agent_turns if t.start < a.start < nxt]
+        floor = [a for a in self.agent_turns if t.start < a.start < nxt]
+        if at is None:
+            return floor
+        # Two answers to one caller turn: what the agent said inside it (a
+        # live host's cutoff that got out, a clerk's "okay" in a pause) and
+        # what it said after its end. A decision gets the one on its side
+        # of the end: a cutoff says what the cutoff said, the answer at the
+        # end does not repeat it (LiveKit's "Thanks, let me check…" cut at
+        # once, then "Can I have your name?" after the turn: the caller's
+        # words in between were read against both joined, a question, where
+        # the live detector had the statement).
+        early = [a for a in floor if a.start < t.end]
+        late = [a for a in floor if a.start >= t.end]
+        if early and late:
+            return early if at < t.end else late
+        return floor
 
-    def reply_text(self, turn: int | None) -> str:
-        return " ".join(a.text.strip() for a in self._agent_floor(turn) if a.text.strip())
+    def reply_text(self, turn: int | None, at: float | None = None) -> str:
+        """What the recorded agent said to caller turn ``turn``, for a
+        decision at ``at`` (None: everything it said to it)."""
+        return " ".join(a.text.strip() for a in self._agent_floor(turn, at) if a.text.strip())
 
-    def play_until(self, turn: int | None, first_audio_at: float) -> float:
-        floor = self._agent_floor(turn)
+    def play_until(self, turn: int | None, first_audio_at: float, at: float | None = None) -> float:
+        floor = self._agent_floor(turn, at)
         if not floor:
             return first_audio_at + self.default_reply_s
         end = max(a.end for a in floor)
         if end > first_audio_at:
             return end
-        text_s = len(self.reply_text(turn)) / CHARS_PER_SECOND
+        text_s = len(self.reply_text(turn, at)) / CHARS_PER_SECOND
         return first_audio_at + (text_s if text_s > 0 else self.default_reply_s)
 
 
@@ -482,7 +499,7 @@ def live_figures(rec: Recording, agent: SimulatedAgent, live: LiveEngine) -> dic
             "reply_id": reply.id,
             "decision_at": round(reply.decision_at, 4),
             "reply_text": said,
-            "recorded_text": agent.planner.reply_text(reply.turn),
+            "recorded_text": agent.planner.reply_text(reply.turn, reply.decision_at),
             "heard_text": heard,
             "ttft_ms": None if lv is None or lv.ttft_ms is None else round(lv.ttft_ms, 3),
             "tokens": 0 if q is None else q.tokens,
