@@ -89,6 +89,7 @@ __all__ = [
     "FusedDetector",
     "FusedScorer",
     "Profile",
+    "centred_llm",
     "choose_profile",
     "in_digit_run",
     "wait_ms",
@@ -206,6 +207,12 @@ def wait_ms(p: float, profile: WaitPolicy) -> float:
 def _logit(p: float) -> float:
     p = min(1 - 1e-4, max(1e-4, p))
     return math.log(p / (1 - p))
+
+
+def centred_llm(raw: float, threshold: float) -> float:
+    """An engine's P(end) on the fused scale: its own calibrated threshold
+    (SmolLM2's is 0.03) reads 0.5, so it weighs as much as the text model's."""
+    return 1.0 / (1.0 + math.exp(-(_logit(raw) - _logit(threshold))))
 
 
 class FusedParams(DetectorParams):
@@ -328,10 +335,7 @@ class FusedScorer:
                             deadline=ev.timed,
                         )
                     )
-                    # The engine's P(end) lives on its own scale (SmolLM2's
-                    # calibrated threshold is 0.03): centre it on that
-                    # threshold before fusing, so "at threshold" reads 0.5.
-                    p_llm = 1.0 / (1.0 + math.exp(-(_logit(raw) - _logit(self.llm_threshold))))
+                    p_llm = centred_llm(raw, self.llm_threshold)
                 except Exception as exc:  # the engine is optional evidence
                     log.debug("fused: llm evidence unavailable: %s", exc)
                     p_llm = None
