@@ -162,3 +162,16 @@ async def test_a_cutoff_says_what_the_agent_said_inside_the_turn(tmp_path: Path)
     assert all(r.text in ("", "Okay, let me note that.") for r in inside)
     assert any(r.text == "Okay, let me note that." for r in inside)  # it got out
     assert [r.text for r in after] == [answer]
+
+
+async def test_a_draft_says_what_the_engine_streamed_for_it(tmp_path: Path) -> None:
+    """With eager drafts, a reply drafted inside the turn and confirmed
+    after its end plays the text its draft streamed into the history (the
+    recording's answer at the draft's time), never another one."""
+    rec = load_recording(_with_agent_inside_turn(tmp_path))
+    got: list = []
+    await replay_call(rec, "fused", ReplayConfig(compute="none", eager=True), observe=got.append)
+    agent = got[0]
+    played = [r for r in agent.replies if r.audible and r.id in agent.cursor]
+    assert any(r.drafted for r in played)
+    assert all(r.text == agent.cursor.reply(r.id).text for r in played)

@@ -73,6 +73,7 @@ class Reply:
     heard_words: int | None = None  # words the caller heard before a stop
     words: int = 0
     decided_at: float | None = None  # decision + the detector's compute
+    asked_at: float | None = None  # when its LLM request opened (a draft's: before the decision)
     # Barge-in pauses: [paused at, resumed at (None: still paused or confirmed)].
     pauses: list[list[float | None]] = field(default_factory=list)
     filler: bool = False  # its first audio was a filler line (a slow tool)
@@ -124,7 +125,8 @@ class SimulatedAgent(FrameProcessor):
         self._pending: Reply | None = None
         self._speaking: Reply | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}
-        self._draft_sent: dict[int, float] = {}  # draft reply id -> when its request left
+        # draft reply id -> when its request was opened, and when it left
+        self._draft_times: dict[int, tuple[float, float]] = {}
         # The VAD's end of the caller's last speech, as of the latest frame:
         # what a detector's commit follows (see _decide).
         self._speech_end: float | None = None
@@ -265,7 +267,8 @@ class SimulatedAgent(FrameProcessor):
         reply_id = await self._r().on_eager(self.transcript)
         await self.engine.idle()
         if reply_id is not None and len(self.engine.requests) > n:
-            self._draft_sent[reply_id] = self.engine.requests[n].sent_at
+            req = self.engine.requests[n]
+            self._draft_times[reply_id] = (req.opened_at, req.sent_at)
 
     async def _decide(self, decision: TurnEndFrame, evidence_at: float | None = None) -> None:
         """A confirmed end of turn: the Responder answers it (or ignores it
@@ -288,12 +291,15 @@ class SimulatedAgent(FrameProcessor):
                 audio_due=math.inf,
                 turn=self.planner.turn_for(decision.at if evidence_at is None else evidence_at),
                 reason=decision.reason,
-                drafted=reply_id in self._draft_sent,
+                drafted=reply_id in self._draft_times,
+                # what the engine was asked for when: a draft's text is the
+                # recording's answer at the draft's time (LabelPlanner)
+                asked_at=self._draft_times.get(reply_id, (decision.at, 0.0))[0],
                 decided_at=self.clock.now() + compute,
             )
             self.replies.append(reply)
             self._pending = reply
-        self._draft_sent = {k: v for k, v in self._draft_sent.items() if k == reply_id}
+        self._draft_times = {k: v for k, v in self._draft_times.items() if k == reply_id}
         await self.engine.idle()
 
     async def on_llm_text(self, frame: LLMTextFrame) -> None:
@@ -308,10 +314,10 @@ class SimulatedAgent(FrameProcessor):
         # Held tokens of a draft came earlier (frame.at is when the engine
         # produced them); nothing plays before the decision is known.
         llm_ready = max(reply.decided_at, frame.at)
-        sent = self._draft_sent.pop(reply.id, None)
-        if reply.drafted and sent is not None:
+        times = self._draft_times.pop(reply.id, None)
+        if reply.drafted and times is not None:
             # A fresh request would have taken as long as the draft's did.
-            reply.saved_ms = (reply.decided_at + (frame.at - sent) - llm_ready) * 1000
+            reply.saved_ms = (reply.decided_at + (frame.at - times[1]) - llm_ready) * 1000
         self._schedule(reply, llm_ready + self.tts_ttfb.sample(self.rng) / 1000)
 
     async def on_filler_audio(self, frame: AudioOutFrame) -> None:
@@ -341,9 +347,9 @@ class SimulatedAgent(FrameProcessor):
         self._pending = None
         now = self.clock.now()
         reply.first_audio_at = now
-        reply.planned_end = self.planner.play_until(reply.turn, now, reply.decision_at)
+        reply.planned_end = self.planner.play_until(reply.turn, now, reply.asked_at)
         self._speaking = reply
-        text = reply.text = self.planner.reply_text(reply.turn, reply.decision_at)
+        text = reply.text = self.planner.reply_text(reply.turn, reply.asked_at)
         self.barge_in.on_agent_started(text, now)
         self.cursor.on_started(reply.id)
         self.cursor.on_duration(reply.id, reply.planned_end - now)

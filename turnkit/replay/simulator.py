@@ -499,7 +499,7 @@ def live_figures(rec: Recording, agent: SimulatedAgent, live: LiveEngine) -> dic
             "reply_id": reply.id,
             "decision_at": round(reply.decision_at, 4),
             "reply_text": said,
-            "recorded_text": agent.planner.reply_text(reply.turn, reply.decision_at),
+            "recorded_text": agent.planner.reply_text(reply.turn, reply.asked_at),
             "heard_text": heard,
             "ttft_ms": None if lv is None or lv.ttft_ms is None else round(lv.ttft_ms, 3),
             "tokens": 0 if q is None else q.tokens,
