@@ -148,7 +148,10 @@ class LabelPlanner:
     characters a second, or ``default_reply_s``. (Only the first segment
     was played before: the clerk's later segments met a silent agent, a
     caller's backchannel in them was answered as a turn, and text
-    detectors read half the agent's question as context.)"""
+    detectors read half the agent's question as context.) Where some of
+    them start inside the caller's turn and some after its end (a live
+    host's cutoff that got out, then its answer), a reply asked for before
+    the end says the first, one asked for after it the rest."""
 
     def __init__(self, rec: Recording, default_reply_s: float) -> None:
         self.turns = rec.caller_turns
