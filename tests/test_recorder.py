@@ -303,6 +303,35 @@ async def test_a_reply_after_an_interrupted_one_is_its_own_agent_turn(tmp_path: 
     ]
 
 
+async def test_a_reply_to_a_turn_committed_between_replies_is_its_own_agent_turn(
+    tmp_path: Path,
+) -> None:
+    """The caller said "Yes." at the end of a reply; the host committed it
+    and its answer started 0.1 s after the reply ended: two agent turns,
+    not one joined over the short gap (the replay read "Yes." against the
+    later reply, a statement, where the live detector had the question).
+    A gap with no commit in it still joins."""
+    src = load_recording(CORPUS / "address-to-06")
+    rec = CallRecorder(tmp_path / "two", clock=(clock := VirtualClock(T0)))
+    rec.caller_audio(read_wav(src.caller_path), SR, at=T0)
+    tone = (0.2 * np.sin(np.arange(SR * 3) / 7)).astype(np.float32)
+    rec.agent_text("Which day would suit you?", at=T0 + 1.0)
+    rec.agent_audio(tone[: SR * 2], SR, at=T0 + 1.0)  # plays to 3.0 s
+    rec.agent_audio(tone[: SR // 2], SR, at=T0 + 3.2)  # same reply, 0.2 s on: joined
+    await clock.advance_to(T0 + 3.7)
+    rec.turn_event("user_turn_end", at=T0 + 3.75, text="Yes.")
+    rec.agent_text("Thanks, one moment.", at=T0 + 3.8)
+    rec.agent_audio(tone[:SR], SR, at=T0 + 3.8)
+    await clock.advance_to(T0 + 5.0)
+    out = rec.finish()
+    assert out is not None
+    got = load_recording(out)
+    assert [(a.start, a.end, a.text) for a in got.agent_turns] == [
+        (1.0, 3.7, "Which day would suit you?"),
+        (3.8, 4.8, "Thanks, one moment."),
+    ]
+
+
 async def test_input_gap_is_filled_with_silence_to_keep_the_timeline(tmp_path: Path) -> None:
     clock = VirtualClock(T0)
     rec = CallRecorder(tmp_path / "gap", clock=clock, max_gap_s=0.2)

@@ -27,8 +27,9 @@ What the labels are derived from (a live recorder cannot know the truth):
   invented).
 * **agent turns** — runs of agent audio on the timeline (gaps shorter than
   ``agent_merge_gap_s`` joined, unless an interruption stopped the agent in
-  the gap: what follows is another reply), cut where an interruption
-  stopped playback; their text is the agent text that was sent for them.
+  the gap or the host committed a caller turn in it: what follows is
+  another reply), cut where an interruption stopped playback; their text is
+  the agent text that was sent for them.
 * **text/words** — final transcripts, attributed to the utterance they
   follow; word timings are kept when the recogniser gave them.
 
@@ -398,14 +399,14 @@ class CallRecorder:
 
         agent_wav = self._write_agent(origin)
         interruptions = sorted(tl(t) for t in self._interruptions)
-        agent_runs = self._agent_runs(origin, interruptions)
+        commits = sorted(tl(e["at"]) for e in self._turn_events if e["kind"] in COMMIT_KINDS)
+        agent_runs = self._agent_runs(origin, interruptions + commits)
         speech = (
             [(tl(s.start), tl(s.end)) for s in sorted(self._speech, key=lambda s: s.start)]
             if self._speech
             else self._vad_spans()
         )
         speech = [(s, e) for s, e in speech if e > s]
-        commits = sorted(tl(e["at"]) for e in self._turn_events if e["kind"] in COMMIT_KINDS)
         utterances = self._utterances(speech, agent_runs, interruptions, commits)
         self._attach_transcripts(utterances, origin)
 
@@ -474,12 +475,15 @@ class CallRecorder:
         return True
 
     def _agent_runs(
-        self, origin: float, interruptions: list[float] | None = None
+        self, origin: float, breaks: list[float] | None = None
     ) -> list[tuple[float, float]]:
         """Stretches the agent played, on the timeline, gaps below the merge
-        threshold joined unless an interruption stopped the agent in the gap
-        (the next audio is another reply, with its own text), clamped to the
-        caller audio."""
+        threshold joined unless the agent was stopped or the host committed
+        a caller turn in the gap (``breaks``: the next audio is another
+        reply, with its own text; a reply queued behind the one playing
+        when the caller's "Yes." was committed started 0.1 s after it and
+        was joined to it, so the replay read "Yes." against the later
+        reply), clamped to the caller audio."""
         dur = self.duration
         runs: list[list[float]] = []
         for s, e in sorted(
@@ -490,7 +494,7 @@ class CallRecorder:
             s, e = max(s, 0.0), min(e, dur)
             if e <= s:
                 continue
-            stopped = runs and any(runs[-1][1] - 0.05 <= t <= s + 1e-9 for t in interruptions or ())
+            stopped = runs and any(runs[-1][1] - 0.05 <= t <= s + 1e-9 for t in breaks or ())
             if runs and not stopped and s <= runs[-1][1] + self.agent_merge_gap_s:
                 runs[-1][1] = max(runs[-1][1], e)
             else:
