@@ -283,24 +283,37 @@ async def test_a_reply_after_an_interrupted_one_is_its_own_agent_turn(tmp_path: 
     agent turns with their own texts, not one joined over the short gap (the
     replay handed the second reply's text at the first one's start, and a
     turn said over the first was judged against both)."""
-    src = load_recording(CORPUS / "address-to-06")
-    rec = CallRecorder(tmp_path / "two", clock=(clock := VirtualClock(T0)))
-    rec.caller_audio(read_wav(src.caller_path), SR, at=T0)
-    tone = (0.2 * np.sin(np.arange(SR * 3) / 7)).astype(np.float32)
+    rec, clock = _recorder_on_a_call(tmp_path)
     rec.agent_text("Which day would suit you?", at=T0 + 1.0)
-    rec.agent_audio(tone[: SR * 2], SR, at=T0 + 1.0)  # would play to 3.0 s
+    rec.agent_audio(TONE[: SR * 2], SR, at=T0 + 1.0)  # would play to 3.0 s
     await clock.advance_to(T0 + 2.5)
     rec.agent_interrupted(at=T0 + 2.5)
     rec.agent_text("Thanks, one moment.", at=T0 + 2.8)
-    rec.agent_audio(tone[:SR], SR, at=T0 + 2.8)
-    await clock.advance_to(T0 + 4.0)
-    out = rec.finish()
-    assert out is not None
-    got = load_recording(out)
-    assert [(a.start, a.end, a.text) for a in got.agent_turns] == [
+    rec.agent_audio(TONE[:SR], SR, at=T0 + 2.8)
+    assert await _agent_turns_at(rec, clock, T0 + 4.0) == [
         (1.0, 2.5, "Which day would suit you?"),
         (2.8, 3.8, "Thanks, one moment."),
     ]
+
+
+TONE = (0.2 * np.sin(np.arange(SR * 3) / 7)).astype(np.float32)
+
+
+def _recorder_on_a_call(tmp_path: Path) -> tuple[CallRecorder, VirtualClock]:
+    """A recorder holding address-to-06's caller audio from T0."""
+    src = load_recording(CORPUS / "address-to-06")
+    rec = CallRecorder(tmp_path / "two", clock=(clock := VirtualClock(T0)))
+    rec.caller_audio(read_wav(src.caller_path), SR, at=T0)
+    return rec, clock
+
+
+async def _agent_turns_at(
+    rec: CallRecorder, clock: VirtualClock, end: float
+) -> list[tuple[float, float, str]]:
+    await clock.advance_to(end)
+    out = rec.finish()
+    assert out is not None
+    return [(a.start, a.end, a.text) for a in load_recording(out).agent_turns]
 
 
 async def test_a_reply_to_a_turn_committed_between_replies_is_its_own_agent_turn(
@@ -311,22 +324,15 @@ async def test_a_reply_to_a_turn_committed_between_replies_is_its_own_agent_turn
     not one joined over the short gap (the replay read "Yes." against the
     later reply, a statement, where the live detector had the question).
     A gap with no commit in it still joins."""
-    src = load_recording(CORPUS / "address-to-06")
-    rec = CallRecorder(tmp_path / "two", clock=(clock := VirtualClock(T0)))
-    rec.caller_audio(read_wav(src.caller_path), SR, at=T0)
-    tone = (0.2 * np.sin(np.arange(SR * 3) / 7)).astype(np.float32)
+    rec, clock = _recorder_on_a_call(tmp_path)
     rec.agent_text("Which day would suit you?", at=T0 + 1.0)
-    rec.agent_audio(tone[: SR * 2], SR, at=T0 + 1.0)  # plays to 3.0 s
-    rec.agent_audio(tone[: SR // 2], SR, at=T0 + 3.2)  # same reply, 0.2 s on: joined
+    rec.agent_audio(TONE[: SR * 2], SR, at=T0 + 1.0)  # plays to 3.0 s
+    rec.agent_audio(TONE[: SR // 2], SR, at=T0 + 3.2)  # same reply, 0.2 s on: joined
     await clock.advance_to(T0 + 3.7)
     rec.turn_event("user_turn_end", at=T0 + 3.75, text="Yes.")
     rec.agent_text("Thanks, one moment.", at=T0 + 3.8)
-    rec.agent_audio(tone[:SR], SR, at=T0 + 3.8)
-    await clock.advance_to(T0 + 5.0)
-    out = rec.finish()
-    assert out is not None
-    got = load_recording(out)
-    assert [(a.start, a.end, a.text) for a in got.agent_turns] == [
+    rec.agent_audio(TONE[:SR], SR, at=T0 + 3.8)
+    assert await _agent_turns_at(rec, clock, T0 + 5.0) == [
         (1.0, 3.7, "Which day would suit you?"),
         (3.8, 4.8, "Thanks, one moment."),
     ]
