@@ -49,7 +49,7 @@ from turnkit.replay.latency import LatencyModel
 
 if TYPE_CHECKING:
     from turnkit.drafting.responder import Responder
-    from turnkit.replay.engine import SimulatedEngine
+    from turnkit.replay.engine import EngineRequest, SimulatedEngine
 
 __all__ = ["Reply", "ReplyPlanner", "SimulatedAgent"]
 
@@ -125,8 +125,7 @@ class SimulatedAgent(FrameProcessor):
         self._pending: Reply | None = None
         self._speaking: Reply | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}
-        # draft reply id -> when its request was opened, and when it left
-        self._draft_times: dict[int, tuple[float, float]] = {}
+        self._drafts: dict[int, EngineRequest] = {}  # draft reply id -> its request
         # The VAD's end of the caller's last speech, as of the latest frame:
         # what a detector's commit follows (see _decide).
         self._speech_end: float | None = None
@@ -267,8 +266,7 @@ class SimulatedAgent(FrameProcessor):
         reply_id = await self._r().on_eager(self.transcript)
         await self.engine.idle()
         if reply_id is not None and len(self.engine.requests) > n:
-            req = self.engine.requests[n]
-            self._draft_times[reply_id] = (req.opened_at, req.sent_at)
+            self._drafts[reply_id] = self.engine.requests[n]
 
     async def _decide(self, decision: TurnEndFrame, evidence_at: float | None = None) -> None:
         """A confirmed end of turn: the Responder answers it (or ignores it
@@ -283,6 +281,7 @@ class SimulatedAgent(FrameProcessor):
             self._end_pending("superseded")
             if self._speaking is not None:
                 await self._stop(self._speaking, "superseded")
+            draft = self._drafts.get(reply_id)
             reply = Reply(
                 id=reply_id,
                 decision_at=decision.at,
@@ -291,15 +290,15 @@ class SimulatedAgent(FrameProcessor):
                 audio_due=math.inf,
                 turn=self.planner.turn_for(decision.at if evidence_at is None else evidence_at),
                 reason=decision.reason,
-                drafted=reply_id in self._draft_times,
+                drafted=draft is not None,
                 # what the engine was asked for when: a draft's text is the
                 # recording's answer at the draft's time (LabelPlanner)
-                asked_at=self._draft_times.get(reply_id, (decision.at, 0.0))[0],
+                asked_at=decision.at if draft is None else draft.opened_at,
                 decided_at=self.clock.now() + compute,
             )
             self.replies.append(reply)
             self._pending = reply
-        self._draft_times = {k: v for k, v in self._draft_times.items() if k == reply_id}
+        self._drafts = {k: v for k, v in self._drafts.items() if k == reply_id}
         await self.engine.idle()
 
     async def on_llm_text(self, frame: LLMTextFrame) -> None:
@@ -314,10 +313,10 @@ class SimulatedAgent(FrameProcessor):
         # Held tokens of a draft came earlier (frame.at is when the engine
         # produced them); nothing plays before the decision is known.
         llm_ready = max(reply.decided_at, frame.at)
-        times = self._draft_times.pop(reply.id, None)
-        if reply.drafted and times is not None:
+        draft = self._drafts.pop(reply.id, None)
+        if reply.drafted and draft is not None:
             # A fresh request would have taken as long as the draft's did.
-            reply.saved_ms = (reply.decided_at + (frame.at - times[1]) - llm_ready) * 1000
+            reply.saved_ms = (reply.decided_at + (frame.at - draft.sent_at) - llm_ready) * 1000
         self._schedule(reply, llm_ready + self.tts_ttfb.sample(self.rng) / 1000)
 
     async def on_filler_audio(self, frame: AudioOutFrame) -> None:
