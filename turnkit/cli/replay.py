@@ -37,6 +37,7 @@ _OPTION_OF = {
     "tts_ttfb_ms": "--tts-ttfb-ms",
     "stt_delay_ms": "--stt-delay-ms",
     "stt_jitter_ms": "--stt-jitter-ms",
+    "stt": "--stt",
     "timeout_s": "--timeout-s",
     "seed": "--seed",
     "eager": "--eager",
@@ -94,11 +95,26 @@ def replay(
     tts_ttfb_ms: Annotated[
         str, typer.Option(help="TTS first-audio latency: ms or percentiles")
     ] = "150",
-    stt_delay_ms: Annotated[float, typer.Option(help="transcription delay after each word")] = 0.0,
+    stt_delay_ms: Annotated[
+        float,
+        typer.Option(
+            help="transcription delay after each word (--stt segmented: after the VAD closed "
+            "each run of speech)"
+        ),
+    ] = 0.0,
     stt_jitter_ms: Annotated[
         float,
         typer.Option(help="up to this much more delay per word (seeded; words stay in order)"),
     ] = 0.0,
+    stt: Annotated[
+        str,
+        typer.Option(
+            "--stt",
+            help="the recogniser: streaming (each word as it is said, with word times: Deepgram) "
+            "or segmented (each run of speech whole once the VAD closed it, no word times: "
+            "Whisper behind a VAD, the example Pipecat agent's)",
+        ),
+    ] = "streaming",
     timeout_s: Annotated[
         float, typer.Option(help="no reply this long after a turn ends: missed")
     ] = 5.0,
@@ -204,6 +220,7 @@ def replay(
             tts_ttfb_ms=tts_ttfb_ms,
             stt_delay_ms=stt_delay_ms,
             stt_jitter_ms=stt_jitter_ms,
+            stt=stt,  # type: ignore[arg-type]  # checked by ReplayConfig
             timeout_s=timeout_s,
             seed=seed,
             eager=eager,

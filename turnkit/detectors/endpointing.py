@@ -493,6 +493,7 @@ class Endpointing:
         self._recent_db: deque[tuple[float, float]] = deque(maxlen=RECENT_FRAMES)
         self._voiced_until = 0.0
         self._streaming = StreamingWatch()  # does the recogniser write words mid-speech?
+        self._timed = False  # does it give word times?
         # The agent has spoken since the last commit (or none yet): a turn
         # opened now is a new one, not the last one going on after a reply
         # it cancelled (whose words are the committed turn's).
@@ -593,12 +594,36 @@ class Endpointing:
         spoken before the previous commit (the recogniser has not caught up)."""
         return self.transcript if self.spoken_until > self.decided_until else ""
 
+    def judged_text(self) -> str:
+        """The words a pause is judged on: :meth:`turn_text`, unless the
+        recogniser gives no word times, writes each run of speech whole
+        (:attr:`StreamingWatch.segmented`: three updates, never two in one
+        run) and has written nothing for the run this pause follows
+        (:attr:`StreamingWatch.behind`). Such a recogniser (Whisper behind
+        a VAD) writes a run only once the VAD has closed it, 0.3-0.7 s into
+        the pause, so at the pause its transcript is the turn as it stood
+        before that run: "the nine thirty" of "the nine thirty, | the nine
+        thirty one is better" read unfinished at the turn's end, "hi" of
+        "hi, | i want to book a flight" read as a greeting still to go on.
+        No text is better evidence than the wrong text: the pause is judged
+        on what the scorer hears, and afresh when the run's words come.
+        With word times the owed-words rule waits for them instead."""
+        text = self.turn_text()
+        if text and not self._timed and self._streaming.segmented and self._streaming.behind:
+            return ""
+        return text
+
     # -- evidence ------------------------------------------------------------
     async def on_transcript(self, frame: TranscriptFrame) -> list[SystemFrame]:
         text = frame.text.strip()
         changed = text != self.transcript
         self.transcript = text
         self.spoken_until = frame.spoken_until
+        self._streaming.written()
+        if changed and text:
+            # Word times say which speech the words cover (the owed-words
+            # rule reads them); without them judged_text infers it.
+            self._timed = bool(frame.words)
         if changed and frame.spoken_until > 0.0 and frame.at >= frame.spoken_until:
             # How late the recogniser writes a word after it is said.
             self._lags.append((frame.at - frame.spoken_until) * 1000)
@@ -607,7 +632,7 @@ class Endpointing:
             self._wordless_ms = 0.0
             self._wordless_db = []
             self._learn_voice(frame.words)
-            self._streaming.heard(mid_speech=not self._quiet)
+            self._streaming.heard()
             if self._stalled:
                 # The caller's own words after a stalled-words end: they went on.
                 self._stalled = False
@@ -764,6 +789,8 @@ class Endpointing:
     async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
         out: list[SystemFrame] = []
         frame_ms = 1000.0 * len(frame.audio) / frame.sample_rate
+        # A frame with speech in it moves the VAD's speech end to its own end.
+        self._streaming.audio(vad.speech_end > frame.at + 1e-9)
         if self._stalled:
             self._stall_quiet_ms = 0.0 if vad.speaking else self._stall_quiet_ms + frame_ms
             if self._stall_quiet_ms < STALL_CLEAR_MS - 1e-6:
@@ -792,7 +819,6 @@ class Endpointing:
             self.turn_open = True
         if self._audio is not None:
             self._audio.push(frame, vad, opening)
-        # A frame with speech in it moves the VAD's speech end to its own end.
         self._quiet = vad.speech_end <= frame.at + 1e-9
         self._speech_end = vad.speech_end
         if self._early_at is not None and vad.speech_end > self._early_at + 1e-9:
@@ -842,9 +868,9 @@ class Endpointing:
                 self.signalled = True
             if pause is not pre:
                 await self._look(pause, now)
-            elif self._reads_text and pause.text != self.turn_text():
+            elif self._reads_text and pause.text != self.judged_text():
                 await self._look(pause, now)  # words arrived since the hangover's look
-        elif self._reads_text and pause.text != self.turn_text():
+        elif self._reads_text and pause.text != self.judged_text():
             await self._look(pause, now)  # words arrived during the pause
         policy = self.policy()
         wait = policy.wait_ms(pause.score)
@@ -888,7 +914,7 @@ class Endpointing:
             audio = lambda: ring.turn_audio(now)  # noqa: E731 - read only if asked
         return Evidence(
             pause=number,
-            text=self.turn_text(),
+            text=self.judged_text(),
             agent_text=self.agent_text,
             audio=audio,
             text_only=text_only,
@@ -902,7 +928,7 @@ class Endpointing:
         return score.fixed_ms if self.compute == "fixed" else score.compute_ms
 
     async def _look(self, pause: _Pause, now: float) -> None:
-        pause.text = self.turn_text()
+        pause.text = self.judged_text()
         pause.at = now
         if self.scorer is None:
             pause.score, pause.cost_ms = None, 0.0
@@ -961,7 +987,7 @@ class Endpointing:
         ):
             return []
         policy = self.policy()
-        text = self.turn_text()
+        text = self.judged_text()
         if not policy.early_eager or policy.eager is None or not text:
             return []
         score = await self._ask(self._evidence(self._pauses + 1, self.clock.now(), True))

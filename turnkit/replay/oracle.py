@@ -3,7 +3,15 @@ revealed as they are spoken plus a transcription delay.
 
 Word times come from a turn's ``words`` where given; otherwise the words of
 its ``text`` are spread evenly over its speech spans (a word never straddles
-a hold). A number read out and written as one token ("1223247942") is
+a hold).
+
+Two kinds of recogniser (``--stt``): ``streaming`` (Deepgram, a live interim
+transcript) writes each word ``delay`` after it is said, with its times;
+``segmented`` (Whisper behind a VAD: Pipecat's ``WhisperSTTService``, the
+example agent's) writes each run of speech whole once the VAD has closed it
+(its end plus the VAD's stop time) and the model has run (``delay``), with no
+word times: a host stamps such a transcript with its arrival, as the replay
+then does. A number read out and written as one token ("1223247942") is
 revealed digit by digit, as a streaming recogniser writes it. Text is
 normalised as a streaming recogniser emits it: lower case, no punctuation
 except in-word apostrophes and hyphens.
@@ -159,18 +167,40 @@ class OracleTranscriber(FrameProcessor):
     frame."""
 
     def __init__(
-        self, words: list[TimedWord], delay_s: float = 0.0, jitter_s: float = 0.0, seed: int = 0
+        self,
+        words: list[TimedWord],
+        delay_s: float = 0.0,
+        jitter_s: float = 0.0,
+        seed: int = 0,
+        *,
+        segmented: bool = False,
+        close_s: float = 0.0,
     ) -> None:
         super().__init__()
         self.delay_s = delay_s
+        self.segmented = segmented
         self._words = sorted(words, key=lambda w: w.end + delay_s)
-        # When each word goes out: ``delay_s`` after it ends, plus up to
-        # ``jitter_s`` more (a recogniser over a network: some results come
-        # late), never before the word ahead of it (results come in order).
+        # When each word goes out: ``delay_s`` after it ends (segmented: after
+        # its run of speech ends and ``close_s``, the VAD's stop time, has
+        # closed it), plus up to ``jitter_s`` more (a recogniser over a
+        # network: some results come late), never before the word ahead of it
+        # (results come in order).
         rng = random.Random(seed)
+
+        def late() -> float:
+            return rng.uniform(0.0, jitter_s) if jitter_s > 0 else 0.0
+
         self._due: list[float] = []
-        for w in self._words:
-            due = w.end + delay_s + (rng.uniform(0.0, jitter_s) if jitter_s > 0 else 0.0)
+        runs = _runs(self._words) if segmented else None
+        run_due: dict[tuple[int, int], float] = {}  # a run's words go out together
+        for i, w in enumerate(self._words):
+            if runs is None:
+                due = w.end + delay_s + late()
+            else:
+                key, end = runs[i]
+                if key not in run_due:
+                    run_due[key] = end + close_s + delay_s + late()
+                due = run_due[key]
             self._due.append(max(due, self._due[-1]) if self._due else due)
         self._next = 0
         # Per segment: its words and its text so far (extended, not rebuilt).
@@ -191,7 +221,7 @@ class OracleTranscriber(FrameProcessor):
             due = self._due[self._next]
             self._next += 1
             run.append(w)
-            if w.last_in_span:
+            if w.last_in_span and not self.segmented:
                 await self._send(run, due)
                 run = []
         if run:
@@ -214,12 +244,33 @@ class OracleTranscriber(FrameProcessor):
             new = " ".join(w.text for w in run)
             text = f"{text} {new}" if text else new
         self._text[last.segment] = (seg, text)
-        await self.push_frame(
-            TranscriptFrame(
+        if self.segmented:
+            # No word times: stamped with its arrival, as a host stamps it.
+            frame = TranscriptFrame(at=due, text=text, is_final=True, spoken_until=due)
+        else:
+            frame = TranscriptFrame(
                 at=due,
                 text=text,
                 is_final=last.last_in_span,
                 spoken_until=last.end,
                 words=list(seg),
             )
-        )
+        await self.push_frame(frame)
+
+
+def _runs(words: list[TimedWord]) -> list[tuple[tuple[int, int], float]]:
+    """Per word (in ``words``' order), the run of speech it is in (its
+    utterance and the run's number in it: words up to one that closes a
+    span) and where that run ends."""
+    order = sorted(range(len(words)), key=lambda i: (words[i].segment, words[i].start))
+    key_of: dict[int, tuple[int, int]] = {}
+    ends: dict[tuple[int, int], float] = {}
+    open_run: dict[int, int] = {}  # utterance -> its open run
+    for i in order:
+        w = words[i]
+        key = (w.segment, open_run.get(w.segment, 0))
+        key_of[i] = key
+        ends[key] = max(ends.get(key, w.end), w.end)
+        if w.last_in_span:
+            open_run[w.segment] = key[1] + 1
+    return [(key_of[i], ends[key_of[i]]) for i in range(len(words))]

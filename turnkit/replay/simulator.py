@@ -28,7 +28,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -97,6 +97,12 @@ class ReplayConfig(BaseModel):
     stt_delay_ms: float = Field(0.0, ge=0)
     stt_jitter_ms: float = Field(
         0.0, ge=0, description="up to this much more delay per word, drawn (seeded), in order"
+    )
+    stt: Literal["streaming", "segmented"] = Field(
+        "streaming",
+        description="the recogniser: streaming (each word stt_delay_ms after it is said, with "
+        "its times) or segmented (Whisper behind a VAD: each run of speech whole, stt_delay_ms "
+        "after the VAD closed it, stamped with its arrival; turnkit.replay.oracle)",
     )
     timeout_s: float = Field(5.0, gt=0, description="no audio this long after a turn's end: missed")
     grace_s: float = Field(
@@ -346,6 +352,8 @@ async def replay_call(
                 # One draw per call, the same for every detector: an A/B
                 # compares them on the same recogniser behaviour.
                 seed=call_seed(config, rec.id, "stt"),
+                segmented=config.stt == "segmented",
+                close_s=config.vad_stop_ms / 1000,
             ),
             TurnDetectorProcessor(detector),
             agent,

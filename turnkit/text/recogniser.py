@@ -5,32 +5,88 @@ mid-speech; one that writes a segment only once the VAD stops (Whisper
 behind a VAD), or only finals at its own endpoint, sends none there. Only
 with the first does long speech with no new word mean something: another
 voice behind the caller (a television, an office) or a sound with no words.
-The endpointing (its stalled-words end) and the barge-in controller (no
-confirm by length alone) both read it from :class:`StreamingWatch`; each
-host object says what counts as "mid-speech" and "new words" for it.
+The endpointing (its stalled-words end, its wordless new turn) and the
+barge-in controller (no confirm by length alone) both read it from
+:class:`StreamingWatch`; each host object says what counts as "speaking"
+and "new words" for it. The endpointing also reads whether a recogniser
+that writes whole runs has written the latest one yet (``segmented``,
+``behind``): until it has, the transcript is the turn as it stood before
+that run.
+
+The evidence is two updates with new words inside one run of speech (no
+pause between them), not one update that merely lands while the caller
+speaks: a segment recogniser's words arrive some 0.3-0.6 s after the pause
+that closed their segment, and a caller who paused only briefly is by then
+speaking again (a live Pipecat agent with faster-whisper counted three such
+updates in its first two turns and then ended a caller's turn for "no new
+words" 1.2 s into their next sentence). Such a recogniser sends at most one
+update per segment, so at most one per run of speech.
 """
 
 from __future__ import annotations
 
 __all__ = ["STREAMED_WORDS", "StreamingWatch"]
 
-# Updates with new words heard mid-speech before the recogniser counts as
-# streaming.
+# Updates with new words, in runs of speech with more than one, before the
+# recogniser counts as streaming (or, none in such a run, as writing whole runs).
 STREAMED_WORDS = 3
 
 
 class StreamingWatch:
-    """Counts the recogniser's updates that brought new words mid-speech;
-    :attr:`streams` once ``STREAMED_WORDS`` have."""
+    """Counts the recogniser's updates that brought new words in a run of
+    speech that brought words in more than one update (the run's first
+    update counts once the second comes); :attr:`streams` once
+    ``STREAMED_WORDS`` have."""
 
     def __init__(self) -> None:
         self.updates = 0
+        self.total = 0  # updates with new words, wherever they came
+        self._speaking = False
+        self._run = 0  # runs of speech so far
+        self._heard_in: int | None = None  # the run the last update came in
+        self._alone = False  # ...and it was that run's only one so far
+        self._written = 0  # runs the updates so far can have written
 
-    def heard(self, mid_speech: bool) -> None:
-        """An update with new words came; ``mid_speech``: the caller was speaking."""
-        if mid_speech:
-            self.updates += 1
+    def audio(self, speaking: bool) -> None:
+        """The host's verdict on the caller's latest frame."""
+        if speaking and not self._speaking:
+            self._run += 1
+        self._speaking = speaking
+
+    def written(self) -> None:
+        """An update came, new words or not (a final repeating its interim)."""
+        # Landing inside a run, it is the runs before (a recogniser that
+        # writes only once the VAD stops cannot have written the one going on).
+        self._written = max(self._written, self._run - 1 if self._speaking else self._run)
+
+    def heard(self) -> None:
+        """An update with new words came."""
+        self.total += 1
+        if not self._speaking:
+            self._heard_in = None
+            return
+        if self._heard_in == self._run:
+            # The run's first update counts too, now that it has company.
+            self.updates += 2 if self._alone else 1
+            self._alone = False
+        else:
+            self._heard_in, self._alone = self._run, True
 
     @property
     def streams(self) -> bool:
         return self.updates >= STREAMED_WORDS
+
+    @property
+    def segmented(self) -> bool:
+        """``STREAMED_WORDS`` updates have brought words and never two in
+        one run of speech: the recogniser writes a run once the VAD closed
+        it (Whisper behind a VAD)."""
+        return self.total >= STREAMED_WORDS and self.updates == 0
+
+    @property
+    def behind(self) -> bool:
+        """The latest run of speech has had no words written for it: none
+        came in the pause after it, and one that came while it went on was,
+        for a recogniser that writes only once the VAD stops, the runs
+        before."""
+        return self._written < self._run

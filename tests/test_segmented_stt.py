@@ -1,0 +1,109 @@
+"""The replay's segmented recogniser (``--stt segmented``): Whisper behind a
+VAD, as the example Pipecat agent runs it, writes each run of the caller's
+speech whole once the VAD has closed it, with no word times."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from turnkit.frames import AudioInFrame, TranscriptFrame
+from turnkit.pipeline import CollectSink, Pipeline
+from turnkit.replay.oracle import OracleTranscriber, oracle_words
+from turnkit.replay.recording import load_recording
+from turnkit.replay.simulator import ReplayConfig, replay_call
+
+ROOT = Path(__file__).resolve().parent.parent
+CALL = ROOT / "recordings" / "travel-natural-16"
+
+
+def _sent(segmented: bool, delay_s: float, close_s: float = 0.096) -> list[TranscriptFrame]:
+    rec = load_recording(CALL)
+
+    async def run() -> list[TranscriptFrame]:
+        sink = CollectSink()
+        oracle = OracleTranscriber(oracle_words(rec), delay_s, segmented=segmented, close_s=close_s)
+        pipe = Pipeline([oracle, sink])
+        await pipe.start()
+        k = 0
+        while k * 0.032 < rec.caller_turns[1].end + 2.0:
+            await pipe.queue_frame(
+                AudioInFrame(at=k * 0.032, audio=np.zeros(512, np.float32), sample_rate=16000)
+            )
+            await pipe.wait_idle()
+            k += 1
+        await pipe.stop()
+        return [f for f in sink.frames if isinstance(f, TranscriptFrame)]
+
+    return asyncio.run(run())
+
+
+def test_each_run_of_speech_is_written_whole_once_the_vad_closed_it() -> None:
+    """travel-natural-16's second turn, "From Chicago, | and uh | I'd like
+    to leave in the morning.", three runs of speech: a streaming recogniser
+    writes it word by word with times; a segmented one writes each run in
+    one final, its end + the VAD's stop time + the model's delay after it
+    is said, stamped with that arrival and carrying no word times."""
+    rec = load_recording(CALL)
+    turn = rec.caller_turns[1]
+    spans = turn.speech_spans()
+    assert len(spans) == 3
+    streamed = [f for f in _sent(False, 0.0) if f.at > turn.start]
+    segmented = [f for f in _sent(True, 0.5) if f.at > turn.start]
+    assert len(streamed) > len(segmented) == 3
+    assert [f.text for f in segmented] == [
+        "from chicago",
+        "from chicago and uh",
+        "from chicago and uh i'd like to leave in the morning",
+    ]
+    for frame, (_, end) in zip(segmented, spans, strict=True):
+        assert frame.is_final and not frame.words
+        assert frame.at == frame.spoken_until
+        # The run ends with its last word (spread over the span: within a frame).
+        assert 0.0 <= end + 0.096 + 0.5 - frame.at < 0.032
+    assert streamed[-1].text == segmented[-1].text
+    assert all(f.words for f in streamed)
+
+
+def test_a_segmented_replay_judges_what_the_recogniser_has_written() -> None:
+    """The same call replayed with each recogniser: with the segmented one
+    and a Whisper-like 500 ms delay, fused judges the pause after "from
+    chicago" before that run's words exist, so its first commit there has
+    no words to read; with the streaming one it reads them (and its
+    reason says so). The JSON config records which recogniser it was."""
+    rec = load_recording(CALL)
+    got: dict[str, list] = {}
+    for mode in ("streaming", "segmented"):
+        cfg = ReplayConfig(compute="fixed", stt=mode, stt_delay_ms=500)
+        asyncio.run(
+            replay_call(rec, "fused", cfg, observe=lambda a, m=mode: got.setdefault(m, a.decisions))
+        )
+    assert got["streaming"] != got["segmented"]
+    assert ReplayConfig(stt="segmented").model_dump()["stt"] == "segmented"
+
+
+def test_cli_stt_option(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    cmd = [
+        sys.executable,
+        "-m",
+        "turnkit.cli",
+        "replay",
+        str(ROOT / "recordings" / "easy-short-08"),
+    ]
+    res = subprocess.run(
+        [*cmd, "-d", "silence", "--stt", "segmented", "--json", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(out.read_text())["config"]["stt"] == "segmented"
+    res = subprocess.run([*cmd, "--stt", "whisper"], capture_output=True, text=True)
+    assert res.returncode == 2
+    err = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(err) == 1 and "--stt" in err[0] and "Traceback" not in res.stderr
