@@ -446,8 +446,12 @@ def call_folder(root: Path) -> Path:
 
 async def run_agent(transport: Any, *, handle_sigint: bool = False) -> None:
     """One call: the turnkit agent over ``transport`` until the caller hangs up."""
-    engine = TurnkitTurnEngine(os.environ.get("TURNKIT_DETECTOR", "fused"), echo=EchoFilter())
-    parts = build(engine, vad_frames=True)  # Whisper is a segmented STT: it needs VAD edges
+    # Whisper (local or behind TURNKIT_STT_BASE_URL) is a segmented STT: it
+    # writes each VAD segment once it closes, and needs the VAD's edges.
+    engine = TurnkitTurnEngine(
+        os.environ.get("TURNKIT_DETECTOR", "fused"), echo=EchoFilter(), recogniser="segmented"
+    )
+    parts = build(engine, vad_frames=True)
     stt, tts, stt_name = services()
     reporter = StageReporter(stt_name, type(parts["llm"]).__name__, type(tts).__name__, engine)
     processors: list[FrameProcessor] = [

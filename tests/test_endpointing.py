@@ -707,6 +707,42 @@ async def test_a_pause_is_not_judged_on_words_a_segment_recogniser_wrote_before_
     assert scorer.looks[-1].text == "hi i want to book a flight to boston"
 
 
+async def test_a_host_that_says_its_recogniser_writes_whole_runs_is_believed_from_the_first_turn() -> (
+    None
+):
+    """The example Pipecat agent runs Whisper behind a VAD and says so
+    (``TurnkitTurnEngine(recogniser="segmented")``, ``turnkit replay --stt
+    segmented``): its first turn's "hi, | i want to book a flight" is not
+    judged on "hi" at the turn's end (live: p_text 0.07, a 690 ms wait),
+    as it would be while the watch still learns the recogniser's kind. The
+    declaration outlives a reset (a new call on the same objects); a
+    recogniser that then streams is read as streaming (fake scorer)."""
+    for declared in (False, True):
+        scorer = FakeScorer(0.3)
+        pol = WaitPolicy(mode="continuous", min_wait_ms=400, max_wait_ms=1000, eager=0.9)
+        det = FakeDetector(scorer, pol)
+        if declared:
+            det.set_recogniser("segmented")
+            det.reset()
+        d = DetectorDriver(det)
+        await d.speak(0.6)  # "hi"
+        await d.silence(0.3)
+        await d.speak(0.2)  # "i want to book a flight" begins; "hi" is written now
+        await d.say("hi")
+        await d.speak(1.0)
+        looks = len(scorer.looks)
+        await d.silence(0.3)
+        judged = {ev.text for ev in scorer.looks[looks:]}
+        assert judged == ({""} if declared else {"hi"}), judged
+    watch = StreamingWatch()
+    watch.declared = "segmented"
+    assert watch.segmented
+    watch.audio(True)
+    for _ in range(STREAMED_WORDS):
+        watch.heard()
+    assert watch.streams and not watch.segmented
+
+
 def test_streaming_is_two_updates_in_one_run_of_speech() -> None:
     """The watch both the endpointing and the barge-in controller read: an
     update alone in its run of speech (a segment's words landing after the

@@ -33,6 +33,7 @@ from turnkit.frames import (
     TurnResumedFrame,
 )
 from turnkit.net import TargetRefused, check_target
+from turnkit.text.recogniser import RecogniserKind
 
 __all__ = ["DetectorParams", "EndOfTurnDetector", "TurnSignal", "check_spec_target"]
 
@@ -98,6 +99,11 @@ class EndOfTurnDetector:
         """The agent began a reply (its text, :meth:`set_agent_text`, may come
         once it has played)."""
         self.endpointing.agent_started()
+
+    def set_recogniser(self, kind: RecogniserKind) -> None:
+        """The host's recogniser, where it knows (see
+        :meth:`~turnkit.detectors.endpointing.Endpointing.set_recogniser`)."""
+        self.endpointing.set_recogniser(kind)
 
     def set_compute(self, mode: ComputeMode) -> None:
         """How model cost delays a decision: measured, fixed (the recorded

@@ -96,7 +96,7 @@ from turnkit.text.lexicon import is_backchannel
 from turnkit.text.normalize import normalize_text
 from turnkit.text.numerals import DIGIT_WORDS, spoken_numbers
 from turnkit.text.question import announces_more, read_agent
-from turnkit.text.recogniser import StreamingWatch
+from turnkit.text.recogniser import RecogniserKind, StreamingWatch
 
 __all__ = [
     "ANNOUNCE_FLOOR_MS",
@@ -466,6 +466,7 @@ class Endpointing:
         self.fallbacks = 0  # commits the fallback wait decided (the scorer failed)
         self.scores = 0  # looks at the evidence
         self._scorer_failed = False
+        self._recogniser: RecogniserKind | None = None  # what the host said it runs
         self.reset()
 
     # -- state ---------------------------------------------------------------
@@ -493,6 +494,7 @@ class Endpointing:
         self._recent_db: deque[tuple[float, float]] = deque(maxlen=RECENT_FRAMES)
         self._voiced_until = 0.0
         self._streaming = StreamingWatch()  # does the recogniser write words mid-speech?
+        self._streaming.declared = self._recogniser
         self._timed = False  # does it give word times?
         # The agent has spoken since the last commit (or none yet): a turn
         # opened now is a new one, not the last one going on after a reply
@@ -589,6 +591,13 @@ class Endpointing:
             return policy
         return policy.model_copy(update={"min_wait_ms": floor, "max_wait_ms": ceiling})
 
+    def set_recogniser(self, kind: RecogniserKind) -> None:
+        """What the host's recogniser is, where it knows: ``segmented``
+        (Whisper behind a VAD) is then read so from the first turn instead
+        of after three updates; ``streaming`` is still learnt from the
+        updates (a streaming recogniser shows itself within a turn)."""
+        self._recogniser = self._streaming.declared = kind
+
     def turn_text(self) -> str:
         """The current turn's words: the transcript, unless its last word was
         spoken before the previous commit (the recogniser has not caught up)."""
@@ -597,8 +606,8 @@ class Endpointing:
     def judged_text(self) -> str:
         """The words a pause is judged on: :meth:`turn_text`, unless the
         recogniser gives no word times, writes each run of speech whole
-        (:attr:`StreamingWatch.segmented`: three updates, never two in one
-        run) and has written nothing for the run this pause follows
+        (:attr:`StreamingWatch.segmented`: the host says so, or three updates
+        came and never two in one run) and has written nothing for the run this pause follows
         (:attr:`StreamingWatch.behind`). Such a recogniser (Whisper behind
         a VAD) writes a run only once the VAD has closed it, 0.3-0.7 s into
         the pause, so at the pause its transcript is the turn as it stood
@@ -609,7 +618,8 @@ class Endpointing:
         on what the scorer hears, and afresh when the run's words come.
         With word times the owed-words rule waits for them instead."""
         text = self.turn_text()
-        if text and not self._timed and self._streaming.segmented and self._streaming.behind:
+        watch = self._streaming
+        if text and not self._timed and watch.segmented and watch.behind:
             return ""
         return text
 

@@ -319,6 +319,8 @@ async def replay_call(
     detector = create_detector(detector_spec, clock)
     compute = config.compute if config.count_compute else "none"
     detector.set_compute(compute)
+    if config.stt == "segmented":
+        detector.set_recogniser("segmented")  # as a host that runs one says
     vad = VADAnalyzer(
         params=VADParams(
             threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms

@@ -25,7 +25,11 @@ update per segment, so at most one per run of speech.
 
 from __future__ import annotations
 
-__all__ = ["STREAMED_WORDS", "StreamingWatch"]
+from typing import Literal
+
+__all__ = ["STREAMED_WORDS", "RecogniserKind", "StreamingWatch"]
+
+RecogniserKind = Literal["streaming", "segmented"]
 
 # Updates with new words, in runs of speech with more than one, before the
 # recogniser counts as streaming (or, none in such a run, as writing whole runs).
@@ -46,6 +50,7 @@ class StreamingWatch:
         self._heard_in: int | None = None  # the run the last update came in
         self._alone = False  # ...and it was that run's only one so far
         self._written = 0  # runs the updates so far can have written
+        self.declared: RecogniserKind | None = None  # what the host says it runs
 
     def audio(self, speaking: bool) -> None:
         """The host's verdict on the caller's latest frame."""
@@ -78,10 +83,12 @@ class StreamingWatch:
 
     @property
     def segmented(self) -> bool:
-        """``STREAMED_WORDS`` updates have brought words and never two in
-        one run of speech: the recogniser writes a run once the VAD closed
-        it (Whisper behind a VAD)."""
-        return self.total >= STREAMED_WORDS and self.updates == 0
+        """The recogniser writes a run once the VAD closed it (Whisper behind
+        a VAD): the host said so, or ``STREAMED_WORDS`` updates have brought
+        words and never two in one run of speech. Not once it streams."""
+        if self.streams:
+            return False
+        return self.declared == "segmented" or (self.total >= STREAMED_WORDS and self.updates == 0)
 
     @property
     def behind(self) -> bool:

@@ -19,6 +19,7 @@ from pipecat.frames.frames import (
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
+    TranscriptionFrame,
     TTSSpeakFrame,
     UserStartedSpeakingFrame,
     UserStoppedSpeakingFrame,
@@ -96,6 +97,28 @@ async def test_a_phone_line_resampled_by_the_transport_is_weighed_as_narrowband(
     assert frames[0].sample_rate == 16000
     assert told.timeline.source_rate == 8000 and told.detector.scorer.audio_factor < 1.0
     assert plain.timeline.source_rate == 16000 and plain.detector.scorer.audio_factor == 1.0
+
+
+async def test_an_engine_told_its_stt_is_segmented_judges_each_pause_on_what_is_written() -> None:
+    """Whisper behind a VAD writes a segment only once it has closed:
+    ``recogniser="segmented"`` tells the detector so from the first turn, and
+    a transcript of the segment before (landing while the caller speaks the
+    next, stamped with its arrival as Pipecat's Whisper services are) is not
+    what the next pause is judged on. Frames from a real call."""
+    rec = load_recording(CORPUS / "easy-order-status-01")
+    frames = [f for f in recording_frames(rec) if isinstance(f, InputAudioRawFrame)]
+    # "Hi, | I'd like to check on my order.": the second run under way.
+    start = rec.caller_turns[0].speech_spans()[1][0]
+    for kind, judged in (("segmented", ""), ("streaming", "hi")):
+        engine = TurnkitTurnEngine("fused", recogniser=kind)  # type: ignore[arg-type]
+        heard = 0.0
+        for f in frames:  # into the turn's speech
+            await engine.feed(f)
+            heard += len(f.audio) / 2 / f.sample_rate
+            if heard > start + 0.5:
+                break
+        await engine.feed(TranscriptionFrame("hi", "caller", "t"))
+        assert engine.detector.endpointing.judged_text() == judged, kind
 
 
 async def test_metrics_observer_end_of_turn_delay_from_the_audio_clock() -> None:

@@ -59,6 +59,7 @@ from turnkit.frames import (
     Word,
 )
 from turnkit.text.normalize import normalize_text
+from turnkit.text.recogniser import RecogniserKind
 
 from turnkit_pipecat.word_times import WordTimes
 
@@ -106,6 +107,13 @@ class TurnkitTurnEngine:
     before Pipecat's pipeline (8000 for a phone call through Twilio's or
     Telnyx's serializer): detectors then weigh the audio as telephone band
     although frames arrive at 16 kHz.
+
+    ``recogniser``: ``"segmented"`` when the STT writes each speech segment
+    once the VAD has closed it (Pipecat's ``WhisperSTTService``,
+    ``OpenAISTTService``: a ``SegmentedSTTService``): a pause is then not
+    judged on the words written before the segment just spoken, from the
+    first turn (see ``Endpointing.judged_text``). Left at ``"streaming"``,
+    the detector still learns it after three segments.
     """
 
     def __init__(
@@ -117,11 +125,13 @@ class TurnkitTurnEngine:
         vad_params: VADParams | None = None,
         echo: EchoFilter | None = None,
         line_rate: int | None = None,
+        recogniser: RecogniserKind = "streaming",
     ) -> None:
         self.clock = clock if clock is not None else VirtualClock()
         if isinstance(detector, str):
             detector = create_detector(detector, self.clock)
         self.detector = detector
+        detector.set_recogniser(recogniser)
         # The session's one timeline: framing, 16 kHz, echo filter, VAD, clock.
         self.timeline = AudioTimeline(self.clock, echo=echo, vad=vad, vad_params=vad_params)
         self.timeline.attach(detector)
