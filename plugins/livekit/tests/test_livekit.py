@@ -157,6 +157,19 @@ async def test_a_sip_line_rate_holds_over_the_frames_rate() -> None:
         await stream.aclose()
 
 
+async def test_a_segmented_stt_said_so_reaches_the_streams_detector() -> None:
+    """An agent whose STT writes each segment once the VAD closed it (a
+    non-streaming STT behind LiveKit's StreamAdapter) says so:
+    ``recogniser="segmented"`` reaches every stream's detector, which then
+    judges pauses on what that STT has written (``judged_text``)."""
+    for kind, segmented in (("segmented", True), ("streaming", False)):
+        stream = TurnkitStreamingDetector("fused", recogniser=kind).stream()  # type: ignore[arg-type]
+        try:
+            assert stream.detector.endpointing._streaming.segmented is segmented
+        finally:
+            await stream.aclose()
+
+
 def test_bad_specs_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="not a text detector"):
         TurnkitTextDetector("smart-turn")

@@ -88,6 +88,7 @@ from turnkit.frames import (
     Word,
 )
 from turnkit.text.normalize import normalize_text
+from turnkit.text.recogniser import RecogniserKind
 from turnkit.text.word_clock import WordClock, timed_words
 from turnkit_livekit.noted_words import NotedWords
 from turnkit_livekit.timeline import judged
@@ -232,6 +233,10 @@ class TurnkitStreamingDetector:
     use it for drafting and metrics. ``line_rate``: the caller's line rate
     when LiveKit resampled it (8000 for a SIP phone call), so ``fused``
     weighs the audio as telephone band although frames arrive at 16/48 kHz.
+    ``recogniser="segmented"``: the session's STT writes each speech segment
+    once the VAD closed it (a non-streaming STT behind LiveKit's
+    ``StreamAdapter``, Whisper): a pause is then not judged on the words of
+    the segment before (``Endpointing.judged_text``).
 
     Example::
 
@@ -246,9 +251,11 @@ class TurnkitStreamingDetector:
         unlikely_threshold: float = 0.5,
         on_signal: Callable[[SystemFrame], None] | None = None,
         line_rate: int | None = None,
+        recogniser: RecogniserKind = "streaming",
     ) -> None:
         create_detector(spec, VirtualClock())  # validate now, not on the first call
         self.spec = spec
+        self.recogniser: RecogniserKind = recogniser
         # The caller's line rate when LiveKit already resampled it (a SIP
         # phone call at 8 kHz reaches the agent as 16/48 kHz frames).
         self.line_rate = line_rate
@@ -300,6 +307,7 @@ class TurnkitDetectorStream:
         # before this stream's task takes them from its queue).
         self.clock = AudioClock()
         self.detector: EndOfTurnDetector = create_detector(owner.spec, self.clock)
+        self.detector.set_recogniser(owner.recogniser)
         self._timeline: AudioTimeline | None = None  # made by the first frame, or shared
         self._shared = False  # an input in front of LiveKit drives the timeline
         self._foreign_warned = False
