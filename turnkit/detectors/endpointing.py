@@ -606,17 +606,18 @@ class Endpointing:
     def judged_text(self) -> str:
         """The words a pause is judged on: :meth:`turn_text`, unless the
         recogniser gives no word times, writes each run of speech whole
-        (:attr:`StreamingWatch.segmented`: the host says so, or three updates
-        came and never two in one run) and has written nothing for the run this pause follows
-        (:attr:`StreamingWatch.behind`). Such a recogniser (Whisper behind
-        a VAD) writes a run only once the VAD has closed it, 0.3-0.7 s into
-        the pause, so at the pause its transcript is the turn as it stood
-        before that run: "the nine thirty" of "the nine thirty, | the nine
-        thirty one is better" read unfinished at the turn's end, "hi" of
-        "hi, | i want to book a flight" read as a greeting still to go on.
-        No text is better evidence than the wrong text: the pause is judged
-        on what the scorer hears, and afresh when the run's words come.
-        With word times the owed-words rule waits for them instead."""
+        (:attr:`StreamingWatch.segmented`: the host says so, or three
+        updates came and never two in one run) and has written nothing for
+        the run this pause follows (:attr:`StreamingWatch.behind`). Such a
+        recogniser (Whisper behind a VAD) writes a run only once the VAD
+        has closed it, 0.3-0.7 s into the pause, so at the pause its
+        transcript is the turn as it stood before that run: "the nine
+        thirty" of "the nine thirty, | the nine thirty one is better" read
+        unfinished at the turn's end, "hi" of "hi, | i want to book a
+        flight" read as a greeting still to go on. No text is better
+        evidence than the wrong text: the pause is judged on what the
+        scorer hears, and afresh when the run's words come. With word times
+        the owed-words rule waits for them instead."""
         text = self.turn_text()
         watch = self._streaming
         if text and not self._timed and watch.segmented and watch.behind:
