@@ -74,16 +74,20 @@ def test_a_segmented_replay_judges_what_the_recogniser_has_written() -> None:
     """The same call replayed with each recogniser: with the segmented one
     and a Whisper-like 500 ms delay, fused judges the pause after "from
     chicago" before that run's words exist, so its first commit there has
-    no words to read; with the streaming one it reads them (and its
-    reason says so). The JSON config records which recogniser it was."""
+    no words to read; with a streaming one writing on time it reads them
+    (and its reason says so). ReplayConfig records which recogniser it was."""
     rec = load_recording(CALL)
     got: dict[str, list] = {}
-    for mode in ("streaming", "segmented"):
-        cfg = ReplayConfig(compute="fixed", stt=mode, stt_delay_ms=500)
+    for mode, delay in (("streaming", 0), ("segmented", 500)):
+        cfg = ReplayConfig(compute="fixed", stt=mode, stt_delay_ms=delay)
         asyncio.run(
             replay_call(rec, "fused", cfg, observe=lambda a, m=mode: got.setdefault(m, a.decisions))
         )
-    assert got["streaming"] != got["segmented"]
+    hold = rec.caller_turns[1].speech_spans()[0][1]  # the pause after "from chicago"
+    for mode, words in (("streaming", True), ("segmented", False)):
+        at_hold = [d for d in got[mode] if 0 < d.at - hold < 0.5]
+        assert len(at_hold) == 1, (mode, got[mode])
+        assert ("p_text" in at_hold[0].reason) is words, at_hold[0].reason
     assert ReplayConfig(stt="segmented").model_dump()["stt"] == "segmented"
 
 
