@@ -413,3 +413,29 @@ def test_bad_input_names_the_field(tmp_path: Path) -> None:
     assert not (tmp_path / "bad" / "call.json").exists()
     with pytest.raises(RecorderError, match="already finished"):
         rec.caller_audio(np.zeros(10, dtype=np.float32), SR)
+
+
+async def test_a_reply_cut_before_its_text_came_out_keeps_the_text_its_detector_had(
+    tmp_path: Path,
+) -> None:
+    """The example Pipecat agent's replies cut within half a second (the
+    caller went on) left agent turns with no text: the TTS sends a
+    sentence's text only once its audio has played. The live detector had
+    the whole reply (ReplyTextTap, at its first audio), the replay of the
+    recording had no agent line, and the caller's next pause waited 524 ms
+    where it had waited 282 ms live. The text handed to the detector now
+    stands in for a turn with no spoken text; spoken text, where there is
+    some, stays the turn's."""
+    rec, clock = _recorder_on_a_call(tmp_path)
+    rec.reply_text("Where will you be flying from?", at=T0 + 1.0)
+    rec.agent_audio(TONE[: SR // 2], SR, at=T0 + 1.0)  # cut after 0.5 s: no TTS text
+    await clock.advance_to(T0 + 1.5)
+    rec.agent_interrupted(at=T0 + 1.5)
+    rec.reply_text("There's a flight at seven.", at=T0 + 3.0)
+    rec.agent_text("There's a flight at seven.", at=T0 + 3.0)  # spoken: not doubled
+    rec.agent_audio(TONE[:SR], SR, at=T0 + 3.0)
+    turns = await _agent_turns_at(rec, clock, T0 + 5.0)
+    assert [t for _, _, t in turns] == [
+        "Where will you be flying from?",
+        "There's a flight at seven.",
+    ]

@@ -199,6 +199,7 @@ class CallRecorder:
         self._speech_open: float | None = None
         self._transcripts: list[_Transcript] = []
         self._agent_texts: list[tuple[float, str]] = []
+        self._reply_texts: list[tuple[float, str]] = []  # handed to the detector
         self._turn_events: list[dict[str, Any]] = []
         self._notes: list[dict[str, Any]] = []
         self.finished = False
@@ -355,6 +356,17 @@ class CallRecorder:
         if text.strip():
             self._agent_texts.append((self._now(at), text.strip()))
 
+    def reply_text(self, text: str, at: float | None = None) -> None:
+        """A reply's whole text as the host handed it to its detector when
+        the reply started playing: the agent turn's text where no spoken
+        text was recorded for it (:meth:`agent_text`), e.g. a reply cut
+        before its first sentence's text came out of the TTS. Without it,
+        the replay judged the caller's next words against no agent line
+        where the live detector had the reply."""
+        self._check_open()
+        if text.strip():
+            self._reply_texts.append((self._now(at), text.strip()))
+
     def turn_event(self, kind: str, at: float | None = None, **info: Any) -> None:
         """A decision the live host took ("user_turn_end", "eager", ...): kept
         under ``live.turn_events`` for comparison with a replay."""
@@ -424,16 +436,21 @@ class CallRecorder:
             if u.words:
                 ev["words"] = [{"text": w, "start": s, "end": e} for w, s, e in u.words]
             events.append(ev)
-        texts = sorted(self._agent_texts)
-        said: list[list[str]] = [[] for _ in agent_runs]
-        for at, text in texts:
-            # Text is sent before its audio plays: it belongs to the first
-            # run still playing (or yet to play) when it was sent.
-            k = next((k for k, (_, e) in enumerate(agent_runs) if tl(at) <= e + 1e-9), None)
-            if k is not None:
-                said[k].append(text)
-        for (s, e), parts in zip(agent_runs, said, strict=True):
-            events.append({"type": "agent_turn", "start": s, "end": e, "text": " ".join(parts)})
+
+        def per_run(texts: list[tuple[float, str]]) -> list[list[str]]:
+            out: list[list[str]] = [[] for _ in agent_runs]
+            for at, text in sorted(texts):
+                # Text is sent before its audio plays (or as it starts): it
+                # belongs to the first run still playing (or yet to play).
+                k = next((k for k, (_, e) in enumerate(agent_runs) if tl(at) <= e + 1e-9), None)
+                if k is not None:
+                    out[k].append(text)
+            return out
+
+        said, handed = per_run(self._agent_texts), per_run(self._reply_texts)
+        for (s, e), parts, whole in zip(agent_runs, said, handed, strict=True):
+            text = " ".join(parts or whole)
+            events.append({"type": "agent_turn", "start": s, "end": e, "text": text})
         events.sort(key=lambda ev: (ev["start"], ev["type"]))
         manifest: dict[str, Any] = {
             "format": FORMAT,

@@ -236,6 +236,23 @@ async def test_recorder_processor_round_trip(tmp_path: Path) -> None:
     assert all(c >= e for c, e in zip(commits, ends, strict=True))
 
 
+def test_the_recorder_keeps_each_reply_text_a_tap_hands_the_detector(tmp_path: Path) -> None:
+    """With a ReplyTextTap each reply's text reaches the detector as the bot
+    starts speaking it; the recorder keeps it for an agent turn whose
+    sentence text the TTS never sent (a reply cut short). Without a tap the
+    strategy hands the context's last reply at a user turn's start, which
+    is no reply's start: not kept."""
+    for tapped in (True, False):
+        engine = TurnkitTurnEngine("silence")
+        if tapped:
+            ReplyTextTap(engine)
+        recorder = TurnkitRecorder(tmp_path / f"call-{tapped}", engine=engine)
+        engine.set_agent_text("Where will you be flying from?")
+        assert [t for _, t in recorder.recorder._reply_texts] == (
+            ["Where will you be flying from?"] if tapped else []
+        )
+
+
 async def test_the_bot_starting_to_speak_tells_the_detector_a_reply_began() -> None:
     """Pipecat puts the bot's reply into the context once it has played (or
     been cut); the engine tells the detector on ``BotStartedSpeakingFrame``

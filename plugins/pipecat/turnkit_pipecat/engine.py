@@ -144,6 +144,7 @@ class TurnkitTurnEngine:
         # leaves the detector's context to it).
         self.reply_text_tapped = False
         self._bot_listeners: list[Callable[[str], None]] = []
+        self._text_listeners: list[Callable[[str], None]] = []
         self.transcript = ""  # normalised whole-turn transcript so far
         self._committed = ""  # the transcript when the detector last committed
         self._finals: list[str] = []
@@ -228,6 +229,12 @@ class TurnkitTurnEngine:
     def set_agent_text(self, text: str) -> None:
         self.agent_text = text
         self.detector.set_agent_text(text)
+        for fn in self._text_listeners:
+            fn(text)
+
+    def on_agent_text(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn`` with each agent line handed to the detector."""
+        self._text_listeners.append(fn)
 
     def on_bot_words(self, text: str | Callable[[str], None]) -> None:
         """With a callable: call it with the bot's spoken words so far each

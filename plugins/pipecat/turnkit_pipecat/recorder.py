@@ -70,6 +70,14 @@ class TurnkitRecorder(FrameProcessor):
         self._words_seen = 0
         if engine is not None:
             engine.on_signal(self._on_engine)
+            engine.on_agent_text(self._on_reply_text)
+
+    def _on_reply_text(self, text: str) -> None:
+        # A ReplyTextTap hands each reply as it starts playing; without one
+        # the strategy hands the context's last reply at a user turn's start,
+        # which is no reply's start.
+        if self.engine is not None and self.engine.reply_text_tapped and not self.recorder.finished:
+            self.recorder.reply_text(text)
 
     def _on_engine(self, item: SystemFrame | AudioInFrame) -> None:
         if self.recorder.finished:
