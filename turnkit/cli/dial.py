@@ -10,7 +10,7 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 from rich.table import Table
@@ -19,6 +19,7 @@ from turnkit.cli.common import err, out
 from turnkit.cli.common import fail as _fail
 from turnkit.cli.common import fmt as _fmt
 from turnkit.cli.common import setup_logging as _setup_logging
+from turnkit.text.recogniser import RecogniserKind
 
 __all__ = ["dial", "register"]
 
@@ -139,8 +140,9 @@ def dial(
             _fail(f"{name}: must be > 0, got {v:g}")
     if stt_delay_ms < 0:
         _fail(f"--stt-delay-ms: must be >= 0, got {stt_delay_ms:g}")
-    if stt not in ("streaming", "segmented"):
-        _fail(f"--stt: 'streaming' or 'segmented', got {stt!r}")
+    kinds = get_args(RecogniserKind)
+    if stt not in kinds:
+        _fail(f"--stt: one of {', '.join(kinds)}, got {stt!r}")
     _check_url(url, allow_remote)
     try:
         tr = get_transport(transport)

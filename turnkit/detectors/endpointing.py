@@ -493,8 +493,8 @@ class Endpointing:
         # written yet, and how far the words written so far were spoken.
         self._recent_db: deque[tuple[float, float]] = deque(maxlen=RECENT_FRAMES)
         self._voiced_until = 0.0
-        self._streaming = StreamingWatch()  # does the recogniser write words mid-speech?
-        self._streaming.declared = self._recogniser
+        # Does the recogniser write words mid-speech?
+        self._streaming = StreamingWatch(declared=self._recogniser)
         self._timed = False  # does it give word times?
         # The agent has spoken since the last commit (or none yet): a turn
         # opened now is a new one, not the last one going on after a reply
@@ -801,7 +801,8 @@ class Endpointing:
         out: list[SystemFrame] = []
         frame_ms = 1000.0 * len(frame.audio) / frame.sample_rate
         # A frame with speech in it moves the VAD's speech end to its own end.
-        self._streaming.audio(vad.speech_end > frame.at + 1e-9)
+        speaking = vad.speech_end > frame.at + 1e-9
+        self._streaming.audio(speaking)
         if self._stalled:
             self._stall_quiet_ms = 0.0 if vad.speaking else self._stall_quiet_ms + frame_ms
             if self._stall_quiet_ms < STALL_CLEAR_MS - 1e-6:
@@ -830,7 +831,7 @@ class Endpointing:
             self.turn_open = True
         if self._audio is not None:
             self._audio.push(frame, vad, opening)
-        self._quiet = vad.speech_end <= frame.at + 1e-9
+        self._quiet = not speaking
         self._speech_end = vad.speech_end
         if self._early_at is not None and vad.speech_end > self._early_at + 1e-9:
             # The caller went on before the pause was confirmed.

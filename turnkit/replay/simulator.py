@@ -28,7 +28,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -69,6 +69,7 @@ from turnkit.replay.metrics import CallScore, ToolFigures, score_call
 from turnkit.replay.oracle import OracleTranscriber, oracle_words
 from turnkit.replay.recording import AgentTurn, Recording, RecordingError, load_recording
 from turnkit.replay.reference import ReferenceFeeder
+from turnkit.text.recogniser import RecogniserKind
 
 __all__ = [
     "CallFailure",
@@ -98,7 +99,7 @@ class ReplayConfig(BaseModel):
     stt_jitter_ms: float = Field(
         0.0, ge=0, description="up to this much more delay per word, drawn (seeded), in order"
     )
-    stt: Literal["streaming", "segmented"] = Field(
+    stt: RecogniserKind = Field(
         "streaming",
         description="the recogniser: streaming (each word stt_delay_ms after it is said, with "
         "its times) or segmented (Whisper behind a VAD: each run of speech whole, stt_delay_ms "

@@ -42,7 +42,7 @@ class StreamingWatch:
     update counts once the second comes); :attr:`streams` once
     ``STREAMED_WORDS`` have."""
 
-    def __init__(self) -> None:
+    def __init__(self, declared: RecogniserKind | None = None) -> None:
         self.updates = 0
         self.total = 0  # updates with new words, wherever they came
         self._speaking = False
@@ -50,7 +50,7 @@ class StreamingWatch:
         self._heard_in: int | None = None  # the run the last update came in
         self._alone = False  # ...and it was that run's only one so far
         self._written = 0  # runs the updates so far can have written
-        self.declared: RecogniserKind | None = None  # what the host says it runs
+        self.declared = declared  # what the host says it runs
 
     def audio(self, speaking: bool) -> None:
         """The host's verdict on the caller's latest frame."""
