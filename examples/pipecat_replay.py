@@ -53,6 +53,18 @@ async def main() -> int:
     )
     ap.add_argument("--eager", action="store_true", help="eager drafts (the Responder's drafter)")
     ap.add_argument(
+        "--stt",
+        choices=["streaming", "segmented"],
+        default="streaming",
+        help="the recogniser the transcripts stand for: streaming (each word as said, with "
+        "word times) or segmented (Whisper behind a VAD: each run whole once the VAD closed "
+        "it, no word times; the engine is told so), as turnkit replay --stt",
+    )
+    ap.add_argument("--stt-delay-ms", type=float, default=0.0, help="transcription delay")
+    ap.add_argument(
+        "--stt-jitter-ms", type=float, default=0.0, help="up to this much more delay (seeded)"
+    )
+    ap.add_argument(
         "--no-filters", action="store_true", help="raw VAD barge-in, no echo/ack filters"
     )
     args = ap.parse_args()
@@ -63,6 +75,9 @@ async def main() -> int:
         compute=args.compute,
         eager=args.eager,
         filters=not args.no_filters,
+        stt=args.stt,
+        stt_delay_ms=args.stt_delay_ms,
+        stt_jitter_ms=args.stt_jitter_ms,
     )
     status = 0
     same = total = 0

@@ -28,7 +28,7 @@ from turnkit.replay.recording import Recording
 from turnkit.text.normalize import normalize_text
 from turnkit.text.numerals import READ_OUT_DIGITS, spoken_number
 
-__all__ = ["OracleTranscriber", "TimedWord", "normalize_text", "oracle_words"]
+__all__ = ["OracleTranscriber", "TimedWord", "normalize_text", "oracle_words", "schedule"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,29 +179,9 @@ class OracleTranscriber(FrameProcessor):
         super().__init__()
         self.delay_s = delay_s
         self.segmented = segmented
-        self._words = sorted(words, key=lambda w: w.end + delay_s)
-        # When each word goes out: ``delay_s`` after it ends (segmented: after
-        # its run of speech ends and ``close_s``, the VAD's stop time, has
-        # closed it), plus up to ``jitter_s`` more (a recogniser over a
-        # network: some results come late), never before the word ahead of it
-        # (results come in order).
-        rng = random.Random(seed)
-
-        def late() -> float:
-            return rng.uniform(0.0, jitter_s) if jitter_s > 0 else 0.0
-
-        self._due: list[float] = []
-        runs = _runs(self._words) if segmented else None
-        run_due: dict[tuple[int, int], float] = {}  # a run's words go out together
-        for i, w in enumerate(self._words):
-            if runs is None:
-                due = w.end + delay_s + late()
-            else:
-                key, end = runs[i]
-                if key not in run_due:
-                    run_due[key] = end + close_s + delay_s + late()
-                due = run_due[key]
-            self._due.append(max(due, self._due[-1]) if self._due else due)
+        self._words, self._due = schedule(
+            words, delay_s, jitter_s, seed, segmented=segmented, close_s=close_s
+        )
         self._next = 0
         # Per segment: its words and its text so far (extended, not rebuilt).
         self._text: dict[int, tuple[list[Word], str]] = {}
@@ -256,6 +236,43 @@ class OracleTranscriber(FrameProcessor):
                 words=list(seg),
             )
         await self.push_frame(frame)
+
+
+def schedule(
+    words: list[TimedWord],
+    delay_s: float = 0.0,
+    jitter_s: float = 0.0,
+    seed: int = 0,
+    *,
+    segmented: bool = False,
+    close_s: float = 0.0,
+) -> tuple[list[TimedWord], list[float]]:
+    """``words`` in the order a recogniser writes them, and when each goes
+    out: ``delay_s`` after it ends (``segmented``: after its run of speech
+    ends and ``close_s``, the VAD's stop time, has closed it; a run's words
+    together), plus up to ``jitter_s`` more (a recogniser over a network:
+    some results come late; seeded), never before the word ahead of it
+    (results come in order). Every host's replay reveals the words by
+    this one schedule."""
+    ordered = sorted(words, key=lambda w: w.end + delay_s)
+    rng = random.Random(seed)
+
+    def late() -> float:
+        return rng.uniform(0.0, jitter_s) if jitter_s > 0 else 0.0
+
+    due: list[float] = []
+    runs = _runs(ordered) if segmented else None
+    run_due: dict[tuple[int, int], float] = {}
+    for i, w in enumerate(ordered):
+        if runs is None:
+            at = w.end + delay_s + late()
+        else:
+            key, end = runs[i]
+            if key not in run_due:
+                run_due[key] = end + close_s + delay_s + late()
+            at = run_due[key]
+        due.append(max(at, due[-1]) if due else at)
+    return ordered, due
 
 
 def _runs(words: list[TimedWord]) -> list[tuple[tuple[int, int], float]]:

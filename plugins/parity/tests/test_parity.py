@@ -216,6 +216,41 @@ async def test_hosts_decide_alike(call: str, detector: str, report: Report) -> N
     )
 
 
+# -- A segmented recogniser (Whisper behind a VAD) ------------------------------
+# Each run of speech written whole 300 ms (plus up to 300 ms, seeded) after
+# the VAD closed it, no word times: the transcripts a Pipecat agent on
+# WhisperSTTService gets, as `turnkit replay --stt segmented` writes them.
+SEGMENTED = ReplayConfig(
+    compute="fixed", eager=True, stt="segmented", stt_delay_ms=300.0, stt_jitter_ms=300.0
+)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_pipecat_decides_alike_with_a_segmented_recogniser(call: str, report: Report) -> None:
+    """The same decisions in Pipecat as in ``turnkit replay --stt
+    segmented``: the engine declared segmented (``TurnkitTurnEngine(recogniser=)``)
+    and one final transcript per run, stamped on arrival, against the
+    replay's oracle written by the same schedule. LiveKit's host is not
+    run here (its STT node would need LiveKit's StreamAdapter and VAD)."""
+    logger.remove()
+    rec = load_recording(RECORDINGS / call)
+    with watching("replay") as w:
+        await replay_call(rec, DETECTOR, SEGMENTED)
+    ref = w.trace()
+    with watching("pipecat") as w:
+        await replay_in_pipecat(rec, DETECTOR, SEGMENTED)
+    rows = {"pipecat": compare(call, ref, w.trace(), list(ALLOWED))}
+    assert len(ref.of("turn_end")) >= len(rec.caller_turns)
+    text = table(f"{call} ({DETECTOR}, segmented recogniser)", "replay", rows, {})
+    text += "\npipecat: " + " ".join(f"{k}={v}" for k, v in summary(rows["pipecat"]).items())
+    print("\n" + text)
+    report.write(f"{DETECTOR}-segmented", text)
+    unlisted = [r for r in rows["pipecat"] if not r.ok]
+    assert not unlisted, "\n".join(
+        f"pipecat {r.kind}: replay {r.ref} pipecat {r.other} ({r.status})" for r in unlisted
+    )
+
+
 # -- LiveKit's own commit (real time: LiveKit waits on the wall clock) -----------
 LK_COMMIT_CALL = "easy-order-status-01"
 LIVEKIT_COMMIT = (

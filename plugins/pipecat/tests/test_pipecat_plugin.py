@@ -15,6 +15,7 @@ from pipecat.frames.frames import (
     EndFrame,
     Frame,
     InputAudioRawFrame,
+    InterimTranscriptionFrame,
     InterruptionFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
@@ -35,6 +36,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import run_test
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
+from turnkit.replay.oracle import oracle_words
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
 
@@ -81,6 +83,36 @@ async def test_run_test_turns_from_corpus_audio_match_turnkit_replay() -> None:
     # Each decision closes one labelled turn, after its end.
     for d, t in zip(engine.decisions, rec.caller_turns, strict=True):
         assert t.end < d.at < t.end + 1.5
+
+
+def test_segmented_frames_write_each_run_whole_once_the_vad_closed_it() -> None:
+    """``recording_frames(segmented=True)``: one final transcript per run of
+    speech (its words only, no word times, the utterance id), after the
+    chunk in which the run's end plus the VAD's stop time and the delay
+    falls, as ``turnkit replay --stt segmented``'s oracle (the same
+    schedule); no interim transcripts."""
+    rec = load_recording(CORPUS / "order-natural-15")
+    frames = recording_frames(rec, stt_delay_s=0.3, segmented=True, close_s=0.2)
+    assert not any(isinstance(f, InterimTranscriptionFrame) for f in frames)
+    written = []
+    t = 0.0
+    for f in frames:
+        if isinstance(f, InputAudioRawFrame):
+            t += len(f.audio) / 2 / f.sample_rate
+        elif isinstance(f, TranscriptionFrame):
+            assert set(f.result) == {"segment"}
+            written.append((t, f.result["segment"], f.text))
+    runs: dict[tuple[int, int], list] = {}
+    closed: dict[int, int] = {}  # per utterance, its runs closed so far
+    for w in sorted(oracle_words(rec), key=lambda w: (w.segment, w.start)):
+        runs.setdefault((w.segment, closed.get(w.segment, 0)), []).append(w)
+        if w.last_in_span:  # a run: words up to one that closes a span
+            closed[w.segment] = closed.get(w.segment, 0) + 1
+    assert len(written) == len(runs)
+    for (seg, _), ws in runs.items():
+        due = max(w.end for w in ws) + 0.2 + 0.3
+        got = next(x for x in written if x[1] == seg and x[2] == " ".join(w.text for w in ws))
+        assert due <= got[0] < due + 0.032 + 1e-9
 
 
 async def test_a_phone_line_resampled_by_the_transport_is_weighed_as_narrowband() -> None:

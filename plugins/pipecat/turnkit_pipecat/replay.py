@@ -69,7 +69,7 @@ from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.latency import LatencyModel
 from turnkit.replay.llm_source import ModelTTFT
 from turnkit.replay.metrics import CallScore, score_call
-from turnkit.replay.oracle import oracle_words
+from turnkit.replay.oracle import oracle_words, schedule
 from turnkit.replay.recording import Recording
 from turnkit.replay.simulator import (
     ReplayConfig,
@@ -95,21 +95,33 @@ def recording_frames(
     chunk_samples: int = 512,
     stt_delay_s: float = 0.0,
     until_s: float | None = None,
+    stt_jitter_s: float = 0.0,
+    seed: int = 0,
+    segmented: bool = False,
+    close_s: float = 0.0,
 ) -> list[Frame]:
     """The call as Pipecat would see it from a transport and an STT: 16-bit
     audio chunks at 16 kHz (the pipeline's input rate: a telephone
     serializer resamples an 8 kHz line to it, so the engine does not learn
-    the line's rate as turnkit replay's detector does), and after the chunk in which a word
-    (plus ``stt_delay_s``) ends, an interim transcript (a final one for the
-    last word before a pause). Word times and the utterance id ride in
-    ``result`` (see :meth:`TurnkitTurnEngine._transcript`). With ``until_s``,
-    silence follows the file to that time (the line stays open after the
-    recording ends: :func:`turnkit.replay.simulator.open_line_until`)."""
+    the line's rate as turnkit replay's detector does), and after the chunk
+    in which a word is due (:func:`turnkit.replay.oracle.schedule`: its end
+    plus ``stt_delay_s`` and up to ``stt_jitter_s``), an interim transcript
+    (a final one for the last word before a pause). Word times and the
+    utterance id ride in ``result`` (see :meth:`TurnkitTurnEngine._transcript`).
+    ``segmented`` (Whisper behind a VAD): each run of speech as one final
+    transcript of that run's words once ``close_s`` (the VAD's stop time)
+    and the delay have passed after it, with the utterance id and no word
+    times (the engine stamps it with its arrival), as ``turnkit replay
+    --stt segmented`` writes it. With ``until_s``, silence follows the file
+    to that time (the line stays open after the recording ends:
+    :func:`turnkit.replay.simulator.open_line_until`)."""
     audio = rec.caller_audio(SAMPLE_RATE)
     pcm = to_pcm16(audio)  # the same levels turnkit replay reads (on_pcm16_grid)
     if until_s is not None and until_s * SAMPLE_RATE > len(pcm):
         pcm = np.pad(pcm, (0, math.ceil(until_s * SAMPLE_RATE) - len(pcm)))
-    words = sorted(oracle_words(rec), key=lambda w: w.end + stt_delay_s)
+    words, due = schedule(
+        oracle_words(rec), stt_delay_s, stt_jitter_s, seed, segmented=segmented, close_s=close_s
+    )
     frames: list[Frame] = []
     seg_words: dict[int, list[tuple[str, float, float]]] = {}
     wi = 0
@@ -121,11 +133,28 @@ def recording_frames(
             InputAudioRawFrame(audio=chunk.tobytes(), sample_rate=SAMPLE_RATE, num_channels=1)
         )
         end = (i + chunk_samples) / SAMPLE_RATE
-        while wi < len(words) and words[wi].end + stt_delay_s <= end + 1e-9:
+        while wi < len(words) and due[wi] <= end + 1e-9:
             w = words[wi]
             wi += 1
             pending = seg_words.setdefault(w.segment, [])
             pending.append((w.text, w.start, w.end))
+            if segmented:
+                more = wi < len(words) and due[wi] <= end + 1e-9
+                if not more or words[wi].segment != w.segment:
+                    # The run written whole (an utterance's words due in
+                    # one chunk go out together, as turnkit replay's oracle
+                    # sends them): its text only (the engine joins a turn's
+                    # finals), no word times.
+                    frames.append(
+                        TranscriptionFrame(
+                            text=" ".join(p[0] for p in pending),
+                            user_id="caller",
+                            timestamp="",
+                            result={"segment": w.segment},
+                        )
+                    )
+                    pending.clear()
+                continue
             # Each carries the words of its span so far and the utterance
             # (labelled turn or backchannel) they belong to, as the oracle
             # transcriber of turnkit replay gives them.
@@ -320,6 +349,7 @@ async def replay_in_pipecat(
         # a telephone recording's line rate, as a deployment behind a
         # telephone serializer passes it (the frames come resampled to 16 kHz)
         line_rate=rec.line_rate,
+        recogniser=config.stt,  # the STT the frames below stand for
     )
     # The model cost charged to decisions, as turnkit replay charges it.
     engine.detector.set_compute(_compute(config))
@@ -358,6 +388,10 @@ async def replay_in_pipecat(
         rec,
         stt_delay_s=config.stt_delay_ms / 1000,
         until_s=open_line_until(rec, config.timeout_s),
+        stt_jitter_s=config.stt_jitter_ms / 1000,
+        seed=call_seed(config, rec.id, "stt"),
+        segmented=config.stt == "segmented",
+        close_s=config.vad_stop_ms / 1000,
     )
 
     async def feed() -> None:
