@@ -7,10 +7,12 @@ the audio's length in real time."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from livekit.agents import Agent, AgentSession, llm
 from livekit.agents.voice.events import AgentStateChangedEvent
@@ -200,6 +202,56 @@ async def test_a_reply_text_reaches_the_detector_once_the_reply_plays() -> None:
     state("listening", "speaking")
     assert ep.agent_text == "Welcome back."
     await stream.aclose()
+
+
+async def test_a_recorded_reply_cut_before_a_word_was_heard_keeps_its_text(
+    tmp_path: Path,
+) -> None:
+    """LiveKit adds no chat item for a reply cut before its synchronized
+    transcript held a word (agent_activity.py: ``if forwarded_text and
+    add_to_chat_ctx``), so the recording had an agent turn with no text
+    where the live detector had the whole reply. record_session keeps the
+    text the session handed the detector at the reply's first audio; a
+    reply cut before its first audio is not handed, so not kept."""
+    det = turn_detector("fused")
+    session = AgentSession(llm=FakeLLM(), tts=FakeTTS())
+    attach(session, det)
+    det.stream()
+    rec = record_session(session, tmp_path / "call", detector=det)
+
+    def state(old: str, new: str) -> None:
+        session.emit(
+            "agent_state_changed",
+            AgentStateChangedEvent(old_state=old, new_state=new),  # type: ignore[arg-type]
+        )
+
+    async def reply(text: str) -> None:
+        async def deltas() -> Any:
+            for d in text.split(" "):
+                yield d + " "
+
+        async for _ in reply_text(session, deltas()):
+            pass
+
+    # Audio placed by explicit times (the recorder's clock is the wall's).
+    t0 = rec.clock.now()
+    rec.caller_audio(np.zeros(16000, dtype=np.float32), 16000, at=t0)
+    state("listening", "thinking")
+    await reply("Let me check.")
+    state("thinking", "listening")  # cut before its first audio: never heard
+    state("listening", "thinking")
+    await reply("Where will you be flying from?")
+    state("thinking", "speaking")
+    rec.agent_audio(np.full(4000, 0.1, dtype=np.float32), 16000, at=t0 + 0.5)  # 0.25 s
+    rec.agent_interrupted(at=t0 + 0.75)
+    state("speaking", "listening")
+    rec.caller_audio(np.zeros(16000, dtype=np.float32), 16000, at=t0 + 1.0)
+    assert det.reply_listeners
+    session.emit("close", None)  # type: ignore[arg-type]
+    assert not det.reply_listeners  # the detector may serve another session
+    call = json.loads((tmp_path / "call" / "call.json").read_text())
+    said = [e["text"] for e in call["events"] if e["type"] == "agent_turn"]
+    assert said == ["Where will you be flying from?"]
 
 
 async def test_a_word_times_agent_gives_the_reply_text_before_livekit_adds_it() -> None:

@@ -266,6 +266,11 @@ class TurnkitStreamingDetector:
         # the user-turn commit): called with (stream, signal) after LiveKit's
         # predict() future has been resolved.
         self.listeners: list[Callable[[TurnkitDetectorStream, SystemFrame], None]] = []
+        # Called with each reply's whole text when the session hands it to
+        # the stream at the reply's first audio (turnkit_livekit.attach, a
+        # WordTimesAgent's transcription node): the recorder keeps it for a
+        # reply cut before LiveKit's synchronized transcript held any word.
+        self.reply_listeners: list[Callable[[str], None]] = []
         self.streams: list[TurnkitDetectorStream] = []
 
     @property

@@ -175,12 +175,25 @@ def record_session(
             compute_ms=signal.compute_ms,
         )
 
+    def on_reply(text: str) -> None:
+        # The reply's whole text as the detector got it at its first audio:
+        # the agent turn's text where LiveKit added no chat item (a reply
+        # cut before its synchronized transcript held a word), so its replay
+        # judges the caller's next words against the line the live detector had.
+        if not rec.finished:
+            rec.reply_text(text)
+
     if det is not None:
         det.listeners.append(on_decision)
+        det.reply_listeners.append(on_reply)
 
     def on_close(ev: Any) -> None:
-        if det is not None and on_decision in det.listeners:
-            det.listeners.remove(on_decision)  # a detector may serve later sessions
+        if det is not None:
+            # A detector may serve later sessions.
+            if on_decision in det.listeners:
+                det.listeners.remove(on_decision)
+            if on_reply in det.reply_listeners:
+                det.reply_listeners.remove(on_reply)
         if not rec.finished:
             path = rec.finish()
             log.info("recorded call -> %s", path)

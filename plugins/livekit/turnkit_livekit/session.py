@@ -333,17 +333,27 @@ class TurnMetrics:
         s = self._stream()
         if s is not None:
             s.agent_started()
-            if text is not None:
-                s.set_agent_text(text)
+        if text is not None:
+            self._hand(text)
 
     def _on_reply_text(self, text: str) -> None:
         # A reply's whole text from the agent's transcription node (a
         # WordTimesAgent), long before LiveKit's chat item: the detector's
         # context from the reply's first audio, as in the replay.
         text_now = self._reply_text.text(text)
+        if text_now is not None:
+            self._hand(text_now)
+
+    def _hand(self, text: str) -> None:
+        """The playing reply's whole text to the stream, and to whoever
+        keeps it (record_session): LiveKit adds no chat item for a reply
+        cut before its synchronized transcript held a word."""
         s = self._stream()
-        if text_now is not None and s is not None:
-            s.set_agent_text(text_now)
+        if s is not None:
+            s.set_agent_text(text)
+        if isinstance(self.detector, TurnkitStreamingDetector):
+            for listener in list(self.detector.reply_listeners):
+                listener(text)
 
     def _on_item(self, ev: ConversationItemAddedEvent) -> None:
         item = ev.item
