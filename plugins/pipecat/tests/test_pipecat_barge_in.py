@@ -144,3 +144,49 @@ async def test_output_tap_feeds_echo_reference_and_bot_words() -> None:
     ref = engine.echo.reference.read(0, 3200)
     assert np.sqrt(np.mean(ref**2)) > 0.1
     assert words[-1] == "Shall I?"
+
+
+async def _starts_over_a_pending_reply(sound_db: float) -> tuple[list[float], float]:
+    """Pipecat's start strategy alone (its user-turn starts spied on): a
+    real caller turn (headset-bargein-11's first) that the ``silence``
+    detector commits, the bot not yet speaking, then that turn's first 1.5 s
+    again ``sound_db`` dB from its level (-24: a voice under the line; 0:
+    the caller going on). Returns the start times and when the sound began."""
+    rec = load_recording(CORPUS / "headset-bargein-11")
+    audio = rec.caller_audio(16000)
+    first = rec.caller_turns[0]
+    turn = audio[round((first.start - 0.3) * 16000) : round((first.end + 1.0) * 16000)]
+    other = audio[round(first.start * 16000) : round((first.start + 1.5) * 16000)]
+    signal = np.concatenate([turn, other * 10 ** (sound_db / 20), np.zeros(8000)])
+    pcm = (np.clip(signal, -1, 1) * 32767).astype(np.int16)
+    engine = TurnkitTurnEngine("silence")
+    start = TurnkitUserTurnStartStrategy(engine)
+    starts: list[float] = []
+
+    async def spy() -> None:
+        starts.append(engine.now)
+        await start.handle_user_turn_started()
+
+    start.trigger_user_turn_started = spy  # type: ignore[method-assign]
+    for i in range(0, len(pcm) - 511, 512):
+        chunk = pcm[i : i + 512].tobytes()
+        await start.process_frame(
+            InputAudioRawFrame(audio=chunk, sample_rate=16000, num_channels=1)
+        )
+    # The detector committed the turn before the sound (the reply is pending).
+    assert any(first.end - first.start < d.at < len(turn) / 16000 for d in engine.decisions)
+    return starts, len(turn) / 16000
+
+
+async def test_a_voice_under_the_line_does_not_drop_the_reply_on_its_way() -> None:
+    """Pipecat drops the reply on its way when a user turn starts. Over a
+    reply the detector committed (the bot not speaking yet), the start
+    strategy starts one when the barge-in controller cancels the pending
+    reply: for the caller's own voice at its onset, not for a sound far
+    under their last turn (a television: each onset dropped the reply the
+    caller waited for)."""
+    going_on, at = await _starts_over_a_pending_reply(0.0)
+    after = [t for t in going_on if t >= at]
+    assert after and after[0] < at + 0.3, going_on  # at the caller's onset
+    under, at = await _starts_over_a_pending_reply(-24.0)
+    assert not [t for t in under if t >= at], under

@@ -105,11 +105,16 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         self.held = 0  # pause actions (the bot talked on: Pipecat cannot hold)
         self.resumed = 0
         self.actions: list[tuple[float, Action]] = []  # every non-keep action
+        # A turn committed and the bot not speaking yet: its reply is on the
+        # way (Pipecat drops it when a user turn starts).
+        self.reply_pending = False
+        self.background = 0  # onsets over a pending reply judged not the caller's
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult:
         step = await self.engine.feed(frame)
         ctl = self.barge_in
         if isinstance(frame, BotStartedSpeakingFrame):
+            self.reply_pending = False
             ctl.on_agent_started(self.engine.bot_words or self.engine.agent_text, self.engine.now)
         elif isinstance(frame, BotStoppedSpeakingFrame):
             ctl.on_agent_stopped(self.engine.now)
@@ -118,6 +123,8 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         ended = any(isinstance(s, TurnEndFrame) for s in step.signals)
         if ended and await self._execute(ctl.on_turn_end()):
             return ProcessFrameResult.CONTINUE
+        if ended and not self.engine.bot_speaking:
+            self.reply_pending = True
         # Words decide a barge-in too ("wait" is a bid, "uh-huh" is not).
         words = step.transcript
         if words is not None and await self._execute(ctl.on_transcript(words.text)):
@@ -134,15 +141,24 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
                 p = self.engine.vad.params
                 await self.broadcast_frame(VADUserStoppedSpeakingFrame, stop_secs=p.stop_ms / 1000)
             talking = self.engine.bot_speaking
+            pending = self.reply_pending and not talking
+            ctl.on_reply_pending(pending)
             act = ctl.on_frame(vad, af.audio)
             if talking:
                 if await self._execute(act):
                     return ProcessFrameResult.CONTINUE
                 if vad.started and act is Action.KEEP:
                     self.ignored += 1
-            elif vad.started:
+            elif act is Action.CANCEL_PENDING or (vad.started and not pending):
+                # The caller going on drops the reply on its way (the user
+                # turn's start interrupts it); a sound the controller judged
+                # not the caller's (a voice far under the line) does not.
+                self.reply_pending = False
+                ctl.on_reply_pending(False)
                 await self.trigger_user_turn_started()
                 return ProcessFrameResult.CONTINUE
+            elif vad.started:
+                self.background += 1
         return ProcessFrameResult.CONTINUE
 
     async def _execute(self, act: Action) -> bool:
@@ -165,6 +181,7 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
 
     async def handle_user_turn_started(self) -> None:
         self.engine.new_turn()
+        self.reply_pending = False
         self.barge_in.reset()
         if self.engine.bot_speaking:
             # The controller's segment bookkeeping starts over with the bot
