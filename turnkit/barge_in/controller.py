@@ -308,7 +308,8 @@ class BargeInController:
         self._pending = False
         self._pending_onset: float | None = None
         self._background = False  # the sound now heard over a pending reply is not the caller's
-        self._onset_db: list[float] = []  # that sound's voiced levels so far
+        self._onset_db: list[float] = []  # the latest sound's voiced levels (agent silent)
+        self._no_audio = False  # ...heard without audio (the host gives the VAD only)
         self._seg: Evidence | None = None
         self._tok_text = ""
         self._tok_words: list[str] = []
@@ -416,17 +417,19 @@ class BargeInController:
             self._learn_level(level)
             self._learn_pitch(frame_pitch_hz(audio, self.sample_rate))
             self._turn_db.append(level)
+        if vad.started:
+            self._onset_db = []
+            self._no_audio = audio is None
+        if level is not None and vad.speaking:
+            self._onset_db.append(level)
         # A reply decided but not audible yet: caller speech makes it stale.
         if self._pending and self._agent_start is None:
             if vad.started:
                 self._pending_onset = vad.speech_start
                 self._background = False
-                self._onset_db = []
             if vad.speaking and self._pending_onset is not None:
-                if level is not None:
-                    self._onset_db.append(level)
                 if vad.speech_end - self._pending_onset >= self.params.pending_cancel_s - 1e-9:
-                    if self._callers_voice(audio is None):
+                    if self.callers_voice():
                         self._pending_onset = None
                         return self._act(Action.CANCEL_PENDING, "caller spoke before the reply")
                     self._background = True
@@ -656,12 +659,14 @@ class BargeInController:
         rel = self._rel_db(seg)
         return rel is not None and rel <= -self.params.faint_db
 
-    def _callers_voice(self, no_audio: bool) -> bool:
-        """The sound heard since the onset can be the caller going on: its
-        voiced frames (median) not ``pending_faint_db`` under their last
-        committed turn's level. Before a turn's level is known, any voiced
-        frame; where the host gives no audio, the VAD's word."""
-        if no_audio:
+    def callers_voice(self) -> bool:
+        """The sound since the VAD's latest onset (the agent silent) can be
+        the caller going on: its voiced frames (median) not
+        ``pending_faint_db`` under their last committed turn's level. Before
+        a turn's level is known, any voiced frame; where the host gives no
+        audio, the VAD's word. Hosts that start a user turn on an onset
+        (Pipecat) ask it over a reply on its way."""
+        if self._no_audio:
             return True
         if not self._onset_db:
             return False  # nothing voiced yet: the VAD's hangover, a click

@@ -109,6 +109,7 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         # way (Pipecat drops it when a user turn starts).
         self.reply_pending = False
         self.background = 0  # onsets over a pending reply judged not the caller's
+        self._unstarted = False  # such a sound goes on
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult:
         step = await self.engine.feed(frame)
@@ -141,24 +142,26 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
                 p = self.engine.vad.params
                 await self.broadcast_frame(VADUserStoppedSpeakingFrame, stop_secs=p.stop_ms / 1000)
             talking = self.engine.bot_speaking
-            pending = self.reply_pending and not talking
-            ctl.on_reply_pending(pending)
             act = ctl.on_frame(vad, af.audio)
             if talking:
                 if await self._execute(act):
                     return ProcessFrameResult.CONTINUE
                 if vad.started and act is Action.KEEP:
                     self.ignored += 1
-            elif act is Action.CANCEL_PENDING or (vad.started and not pending):
-                # The caller going on drops the reply on its way (the user
-                # turn's start interrupts it); a sound the controller judged
-                # not the caller's (a voice far under the line) does not.
-                self.reply_pending = False
-                ctl.on_reply_pending(False)
+            elif vad.started or (self._unstarted and vad.speaking):
+                if self.reply_pending and not ctl.callers_voice():
+                    # Over a reply on its way, a sound the controller does
+                    # not take for the caller (a voice far under the line)
+                    # starts no user turn, which would drop the reply; its
+                    # next frames may still show the caller.
+                    self.background += vad.started
+                    self._unstarted = True
+                    continue
+                self._unstarted = False
                 await self.trigger_user_turn_started()
                 return ProcessFrameResult.CONTINUE
-            elif vad.started:
-                self.background += 1
+            else:
+                self._unstarted = False
         return ProcessFrameResult.CONTINUE
 
     async def _execute(self, act: Action) -> bool:
