@@ -285,6 +285,7 @@ class BargeInController:
         # commit before: what a pending reply's cancelling sound is held to.
         self._turn_db: list[float] = []
         self._turn_level: float | None = None
+        self.commits = 0  # caller turns the host committed (on_turn_end)
         self.reset()
 
     @classmethod
@@ -380,6 +381,7 @@ class BargeInController:
         would ignore the end, and the caller would get no answer. Where the
         held sound's words have come and are acknowledgement words only, the
         commit is the detector taking a long "mhm" for a turn: ``resume``."""
+        self.commits += 1
         if len(self._turn_db) >= TURN_LEVEL_FRAMES:
             self._turn_level = float(np.percentile(self._turn_db, 83))
         self._turn_db = []

@@ -408,6 +408,9 @@ async def test_turn_detector_and_barge_in_share_one_vad_real_bid(census: VADCens
     # The bid's turn was ended by turnkit's detector (600 ms after the
     # speech end the shared VAD saw), and LiveKit committed on it.
     [msg] = run["user_msgs"]
+    # LiveKit's commit reached the barge-in controller too (its held bid's
+    # confirmation; the turn's level a sound over the next reply is held to).
+    assert run["filter"].controller.commits == 1
     m = msg.metrics
     assert m["turnkit_detector"] == DETECTOR
     assert m["turnkit_silence_ms"] == pytest.approx(600, abs=40)

@@ -475,6 +475,10 @@ class BargeInFilter:
         item = ev.item
         if isinstance(item, llm.ChatMessage) and item.role == "user":
             self._finals, self._interim = [], ""
+            # LiveKit committed the caller's turn: the controller's commit
+            # (a held bid confirmed; the turn's level, against which a sound
+            # over the reply now on its way is judged).
+            self._execute(self.controller.on_turn_end())
 
     def _execute(self, act: Action) -> None:
         """Carry out one controller action through the session's API."""
