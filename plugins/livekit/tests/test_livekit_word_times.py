@@ -158,17 +158,9 @@ async def test_the_agent_speaking_tells_the_detector_a_reply_began() -> None:
     await stream.aclose()
 
 
-async def test_a_reply_text_reaches_the_detector_once_the_reply_plays() -> None:
-    """A WordTimesAgent's transcription node gives the reply's whole text
-    before LiveKit's chat item: the detector gets it at the reply's first
-    audio (held while the agent is "thinking", or "listening" before a
-    ``session.say()``), at once when the agent is already speaking, and never
-    for a reply cut before its first audio."""
-    det = turn_detector("fused")
-    session = AgentSession(llm=FakeLLM(), tts=FakeTTS())
-    attach(session, det)
-    stream = det.stream()
-    ep = stream.detector.endpointing
+def _agent_says(session: AgentSession) -> tuple[Any, Any]:
+    """``state(old, new)``: LiveKit's agent state changes; ``reply(text)``: a
+    reply's text through the transcription tap, word by word."""
 
     def state(old: str, new: str) -> None:
         session.emit(
@@ -184,6 +176,21 @@ async def test_a_reply_text_reaches_the_detector_once_the_reply_plays() -> None:
         async for _ in reply_text(session, deltas()):
             pass
 
+    return state, reply
+
+
+async def test_a_reply_text_reaches_the_detector_once_the_reply_plays() -> None:
+    """A WordTimesAgent's transcription node gives the reply's whole text
+    before LiveKit's chat item: the detector gets it at the reply's first
+    audio (held while the agent is "thinking", or "listening" before a
+    ``session.say()``), at once when the agent is already speaking, and never
+    for a reply cut before its first audio."""
+    det = turn_detector("fused")
+    session = AgentSession(llm=FakeLLM(), tts=FakeTTS())
+    attach(session, det)
+    stream = det.stream()
+    ep = stream.detector.endpointing
+    state, reply = _agent_says(session)
     state("listening", "thinking")
     await reply("Can I have the order number?")
     assert ep.agent_text == ""  # authorised, not yet heard
@@ -218,21 +225,7 @@ async def test_a_recorded_reply_cut_before_a_word_was_heard_keeps_its_text(
     attach(session, det)
     det.stream()
     rec = record_session(session, tmp_path / "call", detector=det)
-
-    def state(old: str, new: str) -> None:
-        session.emit(
-            "agent_state_changed",
-            AgentStateChangedEvent(old_state=old, new_state=new),  # type: ignore[arg-type]
-        )
-
-    async def reply(text: str) -> None:
-        async def deltas() -> Any:
-            for d in text.split(" "):
-                yield d + " "
-
-        async for _ in reply_text(session, deltas()):
-            pass
-
+    state, reply = _agent_says(session)
     # Audio placed by explicit times (the recorder's clock is the wall's).
     t0 = rec.clock.now()
     rec.caller_audio(np.zeros(16000, dtype=np.float32), 16000, at=t0)
