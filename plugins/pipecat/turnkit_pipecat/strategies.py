@@ -78,7 +78,11 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
     (``BotStarted/StoppedSpeakingFrame``, spoken words from
     :class:`~turnkit_pipecat.echo.EchoReferenceTap`). The strategy decides
     nothing: ``stop`` and ``confirm`` interrupt; ``pause`` and ``resume`` are
-    counted (``held``, ``resumed``) but not executable in Pipecat 1.x."""
+    counted (``held``, ``resumed``) but not executable in Pipecat 1.x. Over a
+    reply on its way (a turn committed, the bot not speaking yet), a sound
+    starts a user turn — which drops that reply — only when the controller
+    takes it for the caller's voice (``callers_voice``: not a voice far
+    under the line; counted in ``background``)."""
 
     def __init__(
         self,
