@@ -666,9 +666,10 @@ class BargeInController:
         the caller going on: its voiced frames (median) not
         ``pending_faint_db`` under their last committed turn's level. Before
         a turn's level is known, any voiced frame; where the host gives no
-        audio, the VAD's word. Hosts that start a user turn on an onset
-        (Pipecat) ask it over a reply on its way."""
-        if self._no_audio:
+        audio, the VAD's word; the raw VAD baseline (``filters=False``): any
+        onset. Hosts that start a user turn on an onset (Pipecat) ask it over
+        a reply on its way."""
+        if self._no_audio or not self.params.filters:
             return True
         if not self._onset_db:
             return False  # nothing voiced yet: the VAD's hangover, a click
