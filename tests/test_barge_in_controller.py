@@ -212,25 +212,35 @@ def test_cancel_pending_on_caller_speech_before_the_reply_plays() -> None:
     assert ctl.on_turn_resumed() is Action.KEEP
 
 
-def _pending_over(sound_db: float, params: BargeInParams | None = None) -> Run:
-    """The caller's first turn (real audio, real VAD, the agent silent), its
-    commit, then a reply pending while a voice is heard: that turn's first
-    1.5 s again, ``sound_db`` dB from its level (-24: a television under
-    the line; 0: the caller going on)."""
+def _pending_over(
+    sound_db: float, params: BargeInParams | None = None, stall_s: float = 0.0
+) -> Run:
+    """The caller's first turn (real audio, real VAD, the agent silent, its
+    words given at its end), its commit, then a reply pending while a voice
+    is heard: that turn's first 1.5 s again, ``sound_db`` dB from its level
+    (-24: a television under the line; 0: the caller going on). With
+    ``stall_s``, that voice is heard as long again before the commit, with
+    no words (a turn ended by its words stopping under a television)."""
     rec = _rec()
     audio = rec.caller_audio(SR)
     first = rec.caller_turns[0]
     turn = audio[round((first.start - 0.3) * SR) : round((first.end + 0.4) * SR)]
     other = audio[round(first.start * SR) : round((first.start + 1.5) * SR)]
-    signal = np.concatenate([turn, other * 10 ** (sound_db / 20), np.zeros(SR // 2)])
+    under = other * 10 ** (sound_db / 20)
+    stall = np.resize(under, round(stall_s * SR)) if stall_s else under[:0]
+    before = np.concatenate([turn, stall])
+    signal = np.concatenate([before, under, np.zeros(SR // 2)])
     ctl = BargeInController(VirtualClock(), params=params)
     clock: VirtualClock = ctl.clock  # type: ignore[assignment]
     vad = VADAnalyzer()
     run = Run([])
+    words_at = (len(turn) // N) * N
     for i in range(0, len(signal) - N + 1, N):
         at = i / SR
         asyncio.run(clock.advance_to(at + FRAME_S))
-        if i == (len(turn) // N) * N:
+        if i == words_at:
+            ctl.on_transcript(first.text)
+        if i == (len(before) // N) * N:
             ctl.on_turn_end()  # the detector committed the first turn
             ctl.on_reply_pending(True)
         chunk = signal[i : i + N]
@@ -238,7 +248,7 @@ def _pending_over(sound_db: float, params: BargeInParams | None = None) -> Run:
         for host in ("frame", "detector"):
             if host == "frame":
                 a = ctl.on_frame(step, chunk)
-            elif step.started and at > len(turn) / SR:
+            elif step.started and at > len(before) / SR:
                 a = ctl.on_turn_resumed()  # the detector hears the onset too
             else:
                 continue
@@ -268,6 +278,17 @@ def test_a_voice_far_under_the_callers_last_turn_does_not_cancel_the_pending_rep
     assert going_on.actions[0][0] < (5.303 + 0.4 - 1.255) + 0.2  # at its onset
     off = _pending_over(-24.0, BargeInParams(pending_faint_db=None))
     assert off.kinds() == [Action.CANCEL_PENDING]
+
+
+def test_the_callers_level_is_their_words_not_the_voice_their_turn_ended_under() -> None:
+    """A turn the detector ended because its words stopped under a
+    television (the stalled-words rule) holds seconds of that voice after
+    the caller's last words; taken into the turn's level, it let the next
+    onset of the same voice cancel the reply (the noisy variants, words
+    late: one turn never answered). The level is the turn's up to its last
+    new words."""
+    stalled = _pending_over(-24.0, stall_s=12.0)
+    assert stalled.kinds() == [], stalled.actions
 
 
 def _steps(clock: VirtualClock, ctl: BargeInController, t0: float, dur: float) -> list[Action]:

@@ -285,6 +285,7 @@ class BargeInController:
         # commit before: what a pending reply's cancelling sound is held to.
         self._turn_db: list[float] = []
         self._turn_level: float | None = None
+        self._worded = 0  # of those frames, the ones heard by the turn's last new words
         self.commits = 0  # caller turns the host committed (on_turn_end)
         self.reset()
 
@@ -382,9 +383,16 @@ class BargeInController:
         held sound's words have come and are acknowledgement words only, the
         commit is the detector taking a long "mhm" for a turn: ``resume``."""
         self.commits += 1
-        if len(self._turn_db) >= TURN_LEVEL_FRAMES:
-            self._turn_level = float(np.percentile(self._turn_db, 83))
+        # Up to the turn's last new words, where it had some: a turn the
+        # detector ended for words that stopped under a television is the
+        # television's after them (most of its frames, and its level).
+        heard = (
+            self._turn_db[: max(self._worded, TURN_LEVEL_FRAMES)] if self._worded else self._turn_db
+        )
+        if len(heard) >= TURN_LEVEL_FRAMES:
+            self._turn_level = float(np.percentile(heard, 83))
         self._turn_db = []
+        self._worded = 0
         if self._paused:
             seg = self._seg
             if seg is not None and seg.lexical and not self._floor:
@@ -545,6 +553,7 @@ class BargeInController:
         words = self._tokens(text)
         if len(words) > n_before:
             self._streaming.heard()
+            self._worded = len(self._turn_db)
         seg = self._seg
         n = self._base_n
         start = n if self._base_words is words or words[:n] == self._base_words[:n] else 0
