@@ -175,17 +175,40 @@ def _agent_started(ref: Trace) -> list[tuple[float, int | None]]:
     return out
 
 
+async def _replay_and_pipecat(
+    rec: Recording, detector: str, config: ReplayConfig
+) -> tuple[Trace, Trace]:
+    """The call's decisions in ``turnkit replay`` (the reference) and in the
+    Pipecat host, with the same detector and configuration."""
+    logger.remove()  # Pipecat logs every frame at DEBUG
+    with watching("replay") as w:
+        await replay_call(rec, detector, config)
+    ref = w.trace()
+    with watching("pipecat") as w:
+        await replay_in_pipecat(rec, detector, config)
+    return ref, w.trace()
+
+
+def _summaries(rows: dict[str, list[Row]]) -> str:
+    return "".join(
+        f"\n{host}: " + " ".join(f"{k}={v}" for k, v in summary(rs).items())
+        for host, rs in rows.items()
+    )
+
+
+def _assert_listed(rows: dict[str, list[Row]]) -> None:
+    """Every pair equal, within a frame, or listed with its reason."""
+    unlisted = [(h, r) for h, rs in rows.items() for r in rs if not r.ok]
+    assert not unlisted, "\n".join(
+        f"{h} {r.kind}: replay {r.ref} {h} {r.other} ({r.status})" for h, r in unlisted
+    )
+
+
 @pytest.mark.parametrize("detector", DETECTORS)
 @pytest.mark.parametrize("call", CALLS)
 async def test_hosts_decide_alike(call: str, detector: str, report: Report) -> None:
-    logger.remove()  # Pipecat logs every frame at DEBUG
     rec = load_recording(RECORDINGS / call)
-    with watching("replay") as w:
-        await replay_call(rec, detector, CONFIG)
-    ref = w.trace()
-    with watching("pipecat") as w:
-        await replay_in_pipecat(rec, detector, CONFIG)
-    pipecat = w.trace()
+    ref, pipecat = await _replay_and_pipecat(rec, detector, CONFIG)
     with watching("livekit") as w:
         lk = await replay_in_livekit(rec, detector, CONFIG, _agent_started(ref))
     livekit = w.trace()
@@ -203,17 +226,12 @@ async def test_hosts_decide_alike(call: str, detector: str, report: Report) -> N
         "pipecat": compare(call, ref, pipecat, allowed),
         "livekit": compare(call, ref, livekit, allowed, kinds=set(LIVEKIT_KINDS)),
     }
-    text = table(f"{call} ({detector})", "replay", rows, NOT_RUN)
-    for host, rs in rows.items():
-        text += f"\n{host}: " + " ".join(f"{k}={v}" for k, v in summary(rs).items())
+    text = table(f"{call} ({detector})", "replay", rows, NOT_RUN) + _summaries(rows)
     text += f"\nlivekit: {lk.predictions} predict() calls by LiveKit over {lk.frames} chunks"
     text += "\n" + pipecat_live_holds(ref) + "\n"
     print("\n" + text)
     report.write(detector, text)
-    unlisted = [(h, r) for h, rs in rows.items() for r in rs if not r.ok]
-    assert not unlisted, "\n".join(
-        f"{h} {r.kind}: replay {r.ref} {h} {r.other} ({r.status})" for h, r in unlisted
-    )
+    _assert_listed(rows)
 
 
 # -- A segmented recogniser (Whisper behind a VAD) ------------------------------
@@ -232,23 +250,15 @@ async def test_pipecat_decides_alike_with_a_segmented_recogniser(call: str, repo
     and one final transcript per run, stamped on arrival, against the
     replay's oracle written by the same schedule. LiveKit's host is not
     run here (its STT node would need LiveKit's StreamAdapter and VAD)."""
-    logger.remove()
     rec = load_recording(RECORDINGS / call)
-    with watching("replay") as w:
-        await replay_call(rec, DETECTOR, SEGMENTED)
-    ref = w.trace()
-    with watching("pipecat") as w:
-        await replay_in_pipecat(rec, DETECTOR, SEGMENTED)
-    rows = {"pipecat": compare(call, ref, w.trace(), list(ALLOWED))}
+    ref, pipecat = await _replay_and_pipecat(rec, DETECTOR, SEGMENTED)
+    rows = {"pipecat": compare(call, ref, pipecat, list(ALLOWED))}
     assert len(ref.of("turn_end")) >= len(rec.caller_turns)
     text = table(f"{call} ({DETECTOR}, segmented recogniser)", "replay", rows, {})
-    text += "\npipecat: " + " ".join(f"{k}={v}" for k, v in summary(rows["pipecat"]).items())
+    text += _summaries(rows)
     print("\n" + text)
     report.write(f"{DETECTOR}-segmented", text)
-    unlisted = [r for r in rows["pipecat"] if not r.ok]
-    assert not unlisted, "\n".join(
-        f"pipecat {r.kind}: replay {r.ref} pipecat {r.other} ({r.status})" for r in unlisted
-    )
+    _assert_listed(rows)
 
 
 # -- LiveKit's own commit (real time: LiveKit waits on the wall clock) -----------
