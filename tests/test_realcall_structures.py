@@ -213,6 +213,25 @@ def test_caller_answering_over_the_agents_last_words_gets_a_reply(
     assert okay.response_ms is not None
 
 
+@pytest.mark.parametrize("call_id", ["billing-natural-12", "internet-natural-14"])
+def test_a_murmur_mid_reply_is_not_answered_when_the_reply_ends(call_id: str) -> None:
+    """The demo calls' "mm-hm [laughter]" said over the agent's reply with
+    a phrase of it still to come (1.4-1.7 s before it ends), the caller's
+    next turn 0.4 s after it: fused's decision on the murmur came while the
+    agent talked, within ``owed_after_reply_s`` of the reply's end, and the
+    Responder answered it when the reply ended — a reply no caller turn
+    asked for, whose audio began over the caller's next words ("Right so
+    that one...", "Oh okay when can they come?"). The window now runs from
+    the caller's speech end: no reply nobody asked for."""
+    rec = load_recording(RECORDINGS / call_id)
+    score = _replay(rec, "fused")
+    assert score.spurious_replies == 0, score.replies
+    for reply in score.replies:
+        if reply["first_audio_at"] is not None:
+            assert "answered once it stopped" not in reply["reason"], reply
+    assert not any(t.missed for t in score.turns)
+
+
 @pytest.mark.parametrize("kind", ["pink", "talk"])
 def test_background_sits_its_snr_under_the_caller_and_moves_no_label(kind: str) -> None:
     """The noisy-place variant mixes a steady background under the caller's

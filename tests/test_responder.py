@@ -528,5 +528,14 @@ async def test_fake_an_end_over_a_replys_last_words_is_owed_when_it_completes() 
     r.on_agent_audio(False)
     assert r.owed_end(completed=True) == "okay"  # 1 s before it ended
     assert r.owed_end(completed=True) is None  # asked once
+    # The window runs from the caller's speech end, not from the decision: a
+    # "mm-hm" decided late (a patient wait) is still a murmur mid-reply.
+    r.on_agent_audio(True)
+    spoke = clock.now()
+    await clock.advance_to(spoke + 0.6)
+    assert await r.on_end("mm-hm", speech_end=spoke) is None  # decided 0.6 s after
+    await clock.advance_to(spoke + 1.6)
+    r.on_agent_audio(False)
+    assert r.owed_end(completed=True) is None  # decided 1.0 s before the end, said 1.6 s
     await r.aclose()
     await client.aclose()

@@ -204,12 +204,24 @@ class ResponderParams(BaseModel):
     history_tokens: int | None = Field(
         None, ge=16, description="and at most about this many tokens of them (chars / 4)"
     )
+    # Measured from the caller's speech end, not from the detector's
+    # decision: whether the caller spoke over the reply's close is a fact of
+    # the call, and a slower detector must not turn a murmur into a turn. An
+    # "Okay" said over the reply's last words ends within a second of it (the
+    # real-call variants: 0.45 and 0.95 s, an "Okay" begun 0.8 and 1.3 s
+    # early); an "mm-hm" with a phrase of the reply still to come (1.2 s is
+    # ~18 characters at the agent's 15 a second: "dollar charge on May
+    # fifth.") acknowledged that phrase's start, and the caller takes the
+    # floor after the reply, not before: answered, its reply met the
+    # caller's next turn (1.46 and 1.66 s before the end: the agent talked
+    # over "Right so that one..." 60 ms after it began).
     owed_after_reply_s: float = Field(
-        1.5,
+        1.2,
         ge=0,
         description=(
-            "a turn end ignored this close to a reply's natural end is answered when the "
-            "reply ends (the caller spoke last: 'Okay' over the agent's last words)"
+            "a caller turn whose speech ended this close to a reply's natural end, its end "
+            "ignored while the agent talked, is answered when the reply ends (the caller spoke "
+            "last: 'Okay' over the agent's last words)"
         ),
     )
 
@@ -292,7 +304,7 @@ class Responder:
         self._tasks: set[asyncio.Task[None]] = set()
         self.agent_speaking = False
         self._owed: str | None = None  # a turn end ignored while the agent talked
-        self._owed_at = 0.0  # when it was ignored (clock time)
+        self._owed_at = 0.0  # where its speech ended (clock time)
 
     # -- evidence --------------------------------------------------------------
 
@@ -332,16 +344,19 @@ class Responder:
             self.drafter.on_transcript(text)
             self._reap()
 
-    async def on_end(self, text: str) -> int | None:
+    async def on_end(self, text: str, speech_end: float | None = None) -> int | None:
         """The turn is confirmed: release the matching draft or start a fresh
         request. Returns the reply id whose text will be emitted, or None when
-        the agent is still talking (the speech was not a turn)."""
+        the agent is still talking (the speech was not a turn). ``speech_end``:
+        where the caller's speech the decision follows ended (the detector's
+        :attr:`~turnkit.frames.TurnEndFrame.speech_end`; default now), which
+        :meth:`owed_end` reads."""
         if self.agent_speaking:
             self.stats.ignored_ends += 1
             # Owed an answer if the agent stops for this speech before the
             # caller speaks again (see owed_end).
             self._owed = text
-            self._owed_at = self.clock.now()
+            self._owed_at = self.clock.now() if speech_end is None else speech_end
             if self.drafter is not None:
                 self.drafter.on_ignored()
                 self._reap()
@@ -390,10 +405,11 @@ class Responder:
 
         After a barge-in stop (``completed`` False) the agent stopped for that
         speech — a bid whose words arrived after its end (a late recogniser).
-        After a reply that played to its end (``completed`` True) only an end
-        ignored in its last ``owed_after_reply_s`` is owed: the caller spoke
-        last, over the agent's closing words ("Okay" as it finishes), and the
-        floor is theirs; a murmur from earlier in the reply is not a turn.
+        After a reply that played to its end (``completed`` True) only a turn
+        whose speech ended in its last ``owed_after_reply_s`` is owed: the
+        caller spoke last, over the agent's closing words ("Okay" as it
+        finishes), and the floor is theirs; a murmur from earlier in the
+        reply is not a turn.
         Every host asks both (the replay's agent, :class:`ResponderProcessor`,
         the Deepgram host)."""
         if self.agent_speaking:
@@ -733,7 +749,7 @@ class ResponderProcessor(FrameProcessor):
         elif isinstance(frame, TurnResumedFrame | VADSpeechStartedFrame):
             r.on_speech()
         elif isinstance(frame, TurnEndFrame):
-            await r.on_end(self.transcript)
+            await r.on_end(self.transcript, frame.speech_end)
         elif isinstance(frame, AgentAudioStartedFrame):
             r.on_agent_audio(True)
         elif isinstance(frame, AgentAudioStoppedFrame):

@@ -275,7 +275,7 @@ class SimulatedAgent(FrameProcessor):
         (the end of the speech the decision follows; default its time)."""
         compute = self._compute_s(decision)
         self.engine.send_after(compute)
-        reply_id = await self._r().on_end(self.transcript)
+        reply_id = await self._r().on_end(self.transcript, evidence_at)
         if reply_id is not None:
             # The Responder superseded its own reply; so does the playback.
             self._end_pending("superseded")

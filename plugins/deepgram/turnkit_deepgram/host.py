@@ -140,7 +140,7 @@ class DraftingHost:
             if await r.on_eager(self.text) is not None and self.drafter.current is not None:
                 self.drafts.append(self.drafter.current)
         elif isinstance(frame, TurnEndFrame):
-            await self._end(frame.at)
+            await self._end(frame.at, frame.speech_end)
         elif isinstance(frame, AgentAudioStartedFrame):
             r.on_agent_audio(True)
         elif isinstance(frame, AgentAudioStoppedFrame):
@@ -152,13 +152,13 @@ class DraftingHost:
             if r.owed_end() is not None:
                 await self._end(frame.at)  # the turn that ended while the agent talked
 
-    async def _end(self, at: float) -> None:
-        """A confirmed end at ``at``: the Responder answers it (or ignores it
-        while the agent talks)."""
+    async def _end(self, at: float, speech_end: float | None = None) -> None:
+        """A confirmed end at ``at`` of speech that ended at ``speech_end``:
+        the Responder answers it (or ignores it while the agent talks)."""
         r = self.responder
         draft = self.drafter.current
         used = r.stats.drafts_used
-        reply_id = await r.on_end(self.text)
+        reply_id = await r.on_end(self.text, speech_end)
         if reply_id is None:
             log.debug("turn end at %.3f ignored: the agent is talking", at)
             return
