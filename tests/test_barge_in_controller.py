@@ -161,6 +161,50 @@ def test_a_real_backchannel_never_stops_the_agent() -> None:
             assert nxt[0] - t < RESUMED_GAP_S
 
 
+def _released_within_a_gap(run: Run) -> None:
+    """No stop or confirm; every hold was released in under 150 ms (not
+    heard as the agent stopping)."""
+    assert Action.STOP not in run.kinds() and Action.CONFIRM not in run.kinds(), run.actions
+    acts = run.actions
+    for j, (t, a, _) in enumerate(acts):
+        if a is Action.PAUSE:
+            nxt = acts[j + 1] if j + 1 < len(acts) else None
+            assert nxt is not None and nxt[1] is Action.RESUME, run.actions
+            assert nxt[0] - t < RESUMED_GAP_S, run.actions
+
+
+# Said over the agent's statement (no question: "yeah" answers nothing).
+STATEMENT = "Friday at nine is open, and doctor Lee will see you in room four on the second floor."
+
+
+@pytest.mark.parametrize("times", [2, 3])
+def test_a_repeated_acknowledgement_is_released_within_a_gap(times: int) -> None:
+    """The same caller's real "Yeah" said two or three times without a
+    break ("yeah yeah yeah") over the agent's statement: acknowledgement
+    words, each going on past the one before; where the agent holds, it is
+    released within a gap the caller does not hear — no stop."""
+    rec = _rec("appointment-natural-13")
+    yeah = rec.caller_turns[2].words[0]  # type: ignore[index]
+    audio = rec.caller_audio(SR)
+    one = audio[round(yeah.start * SR) : round(yeah.end * SR) + round(0.03 * SR)]
+    lead = np.zeros(SR, dtype=audio.dtype)
+    said_audio = np.concatenate([lead, *([one] * times), lead])
+
+    class Repeated:
+        def caller_audio(self, rate: int) -> np.ndarray:
+            return said_audio
+
+    step = len(one) / SR
+    said = [(1.0 + (k + 1) * step - 0.03, " ".join(["yeah"] * (k + 1))) for k in range(times)]
+    ctl = BargeInController(VirtualClock())
+    call: Recording = Repeated()  # type: ignore[assignment]
+    run = _drive(
+        ctl, call, 0.0, len(said_audio) / SR, agent_text=STATEMENT, agent_at=0.0, said=said
+    )
+    _released_within_a_gap(run)
+    assert ctl.acknowledgements and ctl.acknowledgements[0][1] == "yeah", ctl.log
+
+
 def test_raw_vad_baseline_stops_on_the_backchannel_and_never_resumes() -> None:
     rec = _rec()
     bc = next(b for b in rec.backchannels if b.text == "okay")
