@@ -185,6 +185,21 @@ def test_json_contract_on_the_demo_corpus(tmp_path: Path) -> None:
     assert fast["interruption_rate"] >= slow["interruption_rate"]
 
 
+def test_measured_runs_leave_half_the_cores_free() -> None:
+    """Without --workers: measured model costs are timed with half the
+    cores free (workers replaying faster than real time saturate every core
+    and time each other), one worker with a live engine, every core when no
+    wall clock is charged."""
+    from turnkit.cli.replay import default_workers
+
+    assert default_workers("measured", None, 2) == 1
+    assert default_workers("measured", None, 16) == 8
+    assert default_workers("measured", None, 1) == 1
+    assert default_workers("fixed", None, 16) == 16
+    assert default_workers("none", None, None) == 1
+    assert default_workers("fixed", "http://127.0.0.1:8000/v1", 16) == 1
+
+
 def test_empty_folder_says_no_recordings(tmp_path: Path) -> None:
     proc = turnkit("replay", str(tmp_path))
     assert proc.returncode == 2
