@@ -257,14 +257,20 @@ def test_cancel_pending_on_caller_speech_before_the_reply_plays() -> None:
 
 
 def _pending_over(
-    sound_db: float, params: BargeInParams | None = None, stall_s: float = 0.0
-) -> Run:
+    sound_db: float,
+    params: BargeInParams | None = None,
+    stall_s: float = 0.0,
+    through_sound: bool = False,
+) -> tuple[Run, BargeInController]:
     """The caller's first turn (real audio, real VAD, the agent silent, its
     words given at its end), its commit, then a reply pending while a voice
     is heard: that turn's first 1.5 s again, ``sound_db`` dB from its level
     (-24: a television under the line; 0: the caller going on). With
     ``stall_s``, that voice is heard as long again before the commit, with
-    no words (a turn ended by its words stopping under a television)."""
+    no words (a turn ended by its words stopping under a television).
+    ``through_sound``: the commit says the detector ended the turn through
+    that sound, and the detector (stalled on it) says nothing at its
+    onsets."""
     rec = _rec()
     audio = rec.caller_audio(SR)
     first = rec.caller_turns[0]
@@ -285,14 +291,14 @@ def _pending_over(
         if i == words_at:
             ctl.on_transcript(first.text)
         if i == (len(before) // N) * N:
-            ctl.on_turn_end()  # the detector committed the first turn
+            ctl.on_turn_end(through_sound)  # the detector committed the first turn
             ctl.on_reply_pending(True)
         chunk = signal[i : i + N]
         step = vad.analyze(chunk, at)
         for host in ("frame", "detector"):
             if host == "frame":
                 a = ctl.on_frame(step, chunk)
-            elif step.started and at > len(before) / SR:
+            elif step.started and at > len(before) / SR and not through_sound:
                 a = ctl.on_turn_resumed()  # the detector hears the onset too
             else:
                 continue
@@ -300,7 +306,7 @@ def _pending_over(
                 run.actions.append((clock.now(), a, ctl.reason))
             if a is Action.CANCEL_PENDING:
                 ctl.on_reply_pending(False)
-    return run
+    return run, ctl
 
 
 def test_a_voice_far_under_the_callers_last_turn_does_not_cancel_the_pending_reply() -> None:
@@ -315,12 +321,12 @@ def test_a_voice_far_under_the_callers_last_turn_does_not_cancel_the_pending_rep
     whose first frames sit 10 dB over the turn's 83rd percentile: at -18
     dB its median so far passes for the caller's; a nearby voice that
     loud is not told apart by level.)"""
-    quiet = _pending_over(-24.0)
+    quiet, _ = _pending_over(-24.0)
     assert quiet.kinds() == [], quiet.actions
-    going_on = _pending_over(0.0)
+    going_on, _ = _pending_over(0.0)
     assert going_on.kinds() == [Action.CANCEL_PENDING], going_on.actions
     assert going_on.actions[0][0] < (5.303 + 0.4 - 1.255) + 0.2  # at its onset
-    off = _pending_over(-24.0, BargeInParams(pending_faint_db=None))
+    off, _ = _pending_over(-24.0, BargeInParams(pending_faint_db=None))
     assert off.kinds() == [Action.CANCEL_PENDING]
 
 
@@ -331,8 +337,33 @@ def test_the_callers_level_is_their_words_not_the_voice_their_turn_ended_under()
     onset of the same voice cancel the reply (the noisy variants, words
     late: one turn never answered). The level is the turn's up to its last
     new words."""
-    stalled = _pending_over(-24.0, stall_s=12.0)
+    stalled, _ = _pending_over(-24.0, stall_s=12.0)
     assert stalled.kinds() == [], stalled.actions
+
+
+def test_a_turn_ended_through_a_sound_leaves_the_pending_reply_to_the_detector() -> None:
+    """The noisy variants with words 300 ms late (order-natural-15-talk15's
+    last turn): the stalled-words rule ended the turn under a television,
+    and that voice's next onset — its first frames within 12 dB of the
+    caller's turn — cancelled the reply, while the detector, taking the
+    same sound for not the caller's, waited for words that never came: the
+    caller was never answered. After a commit made through a sound
+    (``TurnEndFrame.through_sound``), no onset cancels the reply, even one
+    as loud as the caller; the detector's resume (their words) does, and
+    the reply's first audio ends the rule."""
+    run, ctl = _pending_over(0.0, stall_s=2.0, through_sound=True)
+    assert run.kinds() == [], run.actions
+    assert ctl.through_sound and not ctl.callers_voice()
+    assert ctl.on_turn_resumed() is Action.CANCEL_PENDING
+    assert not ctl.through_sound
+    # Without the flag the same sound cancels at its onset (the level rule's
+    # verdict: as loud as the caller).
+    plain, _ = _pending_over(0.0, stall_s=2.0)
+    assert plain.kinds() == [Action.CANCEL_PENDING], plain.actions
+    # The reply playing ends it: the next turn's sounds are judged afresh.
+    _, ctl2 = _pending_over(0.0, stall_s=2.0, through_sound=True)
+    ctl2.on_agent_started("Sure.", ctl2.clock.now())
+    assert not ctl2.through_sound
 
 
 def _steps(clock: VirtualClock, ctl: BargeInController, t0: float, dur: float) -> list[Action]:

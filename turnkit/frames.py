@@ -190,13 +190,17 @@ class TurnEndFrame(SystemFrame):
     behind the decision (0 for a timer), which a host may add to latency;
     ``speech_end`` is where the caller speech the decision follows ended
     (None: not known; the VAD's last speech end then), which is later than
-    the VAD's where words it did not hear opened the turn."""
+    the VAD's where words it did not hear opened the turn. ``through_sound``:
+    the detector ended the turn while a sound went on that it takes for not
+    the caller's (words stopped under a television): that sound going on is
+    no sign the caller did; their words will be (a ``TurnResumedFrame``)."""
 
     detector: str = ""
     probability: float | None = None
     compute_ms: float = 0.0
     reason: str = ""
     speech_end: float | None = None
+    through_sound: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

@@ -310,6 +310,9 @@ class BargeInController:
         self._pending = False
         self._pending_onset: float | None = None
         self._background = False  # the sound now heard over a pending reply is not the caller's
+        # The detector ended the last turn through a sound it takes for not
+        # the caller's; only its word-based resume says the caller went on.
+        self._through_sound = False
         self._onset_db: list[float] = []  # the latest sound's voiced levels (agent silent)
         self._no_audio = False  # ...heard without audio (the host gives the VAD only)
         self._seg: Evidence | None = None
@@ -332,6 +335,13 @@ class BargeInController:
     def pending(self) -> bool:
         return self._pending
 
+    @property
+    def through_sound(self) -> bool:
+        """The detector ended the last turn through a sound it takes for not
+        the caller's and has not said since that they went on
+        (:meth:`on_turn_end`, :meth:`on_turn_resumed`)."""
+        return self._through_sound
+
     def on_reply_pending(self, pending: bool = True) -> None:
         """The host has a reply decided whose audio has not started (False:
         it started, or was dropped)."""
@@ -347,6 +357,7 @@ class BargeInController:
         self._played_chars = None
         self._pending = False
         self._pending_onset = None
+        self._through_sound = False
         self._paused = False
         self._floor = False
         self.echo_check.agent_said(text, at)
@@ -373,8 +384,10 @@ class BargeInController:
         self._hold_until = None
 
     # -- caller side ------------------------------------------------------------
-    def on_turn_end(self) -> Action:
-        """The end-of-turn detector committed a caller turn. While the
+    def on_turn_end(self, through_sound: bool = False) -> Action:
+        """The end-of-turn detector committed a caller turn (``through_sound``:
+        while a sound it takes for not the caller's went on, see
+        :attr:`~turnkit.frames.TurnEndFrame.through_sound`). While the
         agent's audio is paused for a bid whose words have not come (a
         recogniser running late), that commit is the evidence: the caller
         spoke a whole turn, so the pause is confirmed as a stop — otherwise
@@ -383,6 +396,7 @@ class BargeInController:
         held sound's words have come and are acknowledgement words only, the
         commit is the detector taking a long "mhm" for a turn: ``resume``."""
         self.commits += 1
+        self._through_sound = through_sound
         # Up to the turn's last new words, where it had some: a turn the
         # detector ended for words that stopped under a television is the
         # television's after them (most of its frames, and its level).
@@ -409,8 +423,11 @@ class BargeInController:
         """The end-of-turn detector says the caller went on: unless the sound
         it heard is, by its level so far, not the caller's voice
         (:meth:`on_frame`, which hosts feed each frame before the detector's
-        verdict on it)."""
-        if self._pending and not self._background:
+        verdict on it) — or, after a turn it ended through a sound
+        (:meth:`on_turn_end`), whatever that sound: the detector's own verdict
+        on it (words came)."""
+        through, self._through_sound = self._through_sound, False
+        if self._pending and (through or not self._background):
             return self._act(Action.CANCEL_PENDING, "caller went on before the reply played")
         return Action.KEEP
 
@@ -680,6 +697,13 @@ class BargeInController:
         a reply on its way."""
         if self._no_audio or not self.params.filters:
             return True
+        if self._through_sound:
+            # The detector ended the turn through a sound it takes for not
+            # the caller's, and has not said since that they went on: the
+            # sound's next onsets (a television's) must not drop the reply
+            # the detector will not decide again (the noisy variants, words
+            # 300 ms late: a turn never answered).
+            return False
         if not self._onset_db:
             return False  # nothing voiced yet: the VAD's hangover, a click
         limit = self.params.pending_faint_db

@@ -199,7 +199,7 @@ class BargeInProcessor(FrameProcessor):
         elif isinstance(frame, TurnResumedFrame):
             await self.execute(self.controller.on_turn_resumed())
         elif isinstance(frame, TurnEndFrame):
-            await self.execute(self.controller.on_turn_end())
+            await self.execute(self.controller.on_turn_end(frame.through_sound))
 
     async def execute(self, action: Action) -> None:
         """Carry out one controller action."""

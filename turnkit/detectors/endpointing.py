@@ -850,7 +850,11 @@ class Endpointing:
                     self._stalled = True
                     self._stall_quiet_ms = 0.0
                     why = f"no new words in {self._wordless_ms:.0f} ms of speech{verdict}"
-                    out.append(self._commit(stall, 0.0, policy.max_wait_ms, policy, why=why))
+                    out.append(
+                        self._commit(
+                            stall, 0.0, policy.max_wait_ms, policy, why=why, through_sound=True
+                        )
+                    )
                     return out
             out += await self._maybe_early()
             await self._maybe_prelook(vad)
@@ -1022,6 +1026,7 @@ class Endpointing:
         wait: float,
         policy: WaitPolicy,
         why: str | None = None,
+        through_sound: bool = False,
     ) -> TurnEndFrame:
         score = pause.score
         # The scorer ran when the pause began (or when its words last
@@ -1085,4 +1090,5 @@ class Endpointing:
             compute_ms=pending,
             reason=reason,
             speech_end=pause.speech_end,
+            through_sound=through_sound,
         )

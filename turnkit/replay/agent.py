@@ -193,7 +193,7 @@ class SimulatedAgent(FrameProcessor):
         elif isinstance(frame, TurnResumedFrame):
             act = ctl.on_turn_resumed()
         elif isinstance(frame, TurnEndFrame):
-            act = ctl.on_turn_end()
+            act = ctl.on_turn_end(frame.through_sound)
         elif isinstance(frame, AudioInFrame) and frame.vad is not None:
             act = ctl.on_frame(frame.vad, frame.audio)
         else:

@@ -125,11 +125,24 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
             ctl.on_agent_stopped(self.engine.now)
         # A commit while a held bid waits for its words confirms it (Pipecat
         # cannot hold the bot's audio: the bot talked on, and stops now).
-        ended = any(isinstance(s, TurnEndFrame) for s in step.signals)
-        if ended and await self._execute(ctl.on_turn_end()):
+        end = next((s for s in step.signals if isinstance(s, TurnEndFrame)), None)
+        ended = end is not None
+        if end is not None and await self._execute(ctl.on_turn_end(end.through_sound)):
             return ProcessFrameResult.CONTINUE
         if ended and not self.engine.bot_speaking:
             self.reply_pending = True
+        if any(isinstance(s, TurnResumedFrame) for s in step.signals):
+            # The detector says the caller went on. After a turn it ended
+            # through a sound it takes for not the caller's (words stopped
+            # under a television), only that says so: the reply on its way
+            # is stale, whatever the sound's level (as the replay's agent
+            # cancels it on the controller's word).
+            through = ctl.through_sound
+            ctl.on_turn_resumed()
+            if through and self.reply_pending and not self.engine.bot_speaking:
+                self._unstarted = False
+                await self.trigger_user_turn_started()
+                return ProcessFrameResult.CONTINUE
         # Words decide a barge-in too ("wait" is a bid, "uh-huh" is not).
         words = step.transcript
         if words is not None and await self._execute(ctl.on_transcript(words.text)):
