@@ -126,10 +126,9 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         # A commit while a held bid waits for its words confirms it (Pipecat
         # cannot hold the bot's audio: the bot talked on, and stops now).
         end = next((s for s in step.signals if isinstance(s, TurnEndFrame)), None)
-        ended = end is not None
         if end is not None and await self._execute(ctl.on_turn_end(end.through_sound)):
             return ProcessFrameResult.CONTINUE
-        if ended and not self.engine.bot_speaking:
+        if end is not None and not self.engine.bot_speaking:
             self.reply_pending = True
         if any(isinstance(s, TurnResumedFrame) for s in step.signals):
             # The detector says the caller went on. After a turn it ended
