@@ -646,6 +646,42 @@ def test_loud_option_keeps_a_short_first_words_hold_on_the_telephone(
     assert not off.turns[1].barge_in_stopped  # type: ignore[attr-defined]
 
 
+def test_a_hold_released_as_its_word_arrives_stops_the_agent_at_the_hold(
+    tmp_path: Path,
+) -> None:
+    # The telephone copy of headset-bargein-11: "Sorry, | not Tuesday..."
+    # over the agent. The audio holds the agent 0.29 s in; "sorry" breaks
+    # off at the hold's end, which releases it, and the word "sorry",
+    # recognised as it ends, arrives with that same frame and stops the
+    # agent. No audio played between the release and the stop: the caller
+    # heard the agent stop at the hold, and that is the stop the replay
+    # measures (it measured the release, 128 ms later: 416 ms).
+    rec = _telephone_copy("headset-bargein-11", tmp_path)
+    got: dict = {}
+    score = asyncio.run(
+        replay_call(
+            rec, "fused", ReplayConfig(compute="fixed"), observe=lambda a: got.setdefault("a", a)
+        )
+    )
+    agent = got["a"]
+    bid = next(t for t in score.turns if t.barge_in)
+    start = rec.caller_turns[bid.turn].start
+    assert rec.caller_turns[bid.turn].text.startswith("Sorry")
+    log = [(t - start, act) for t, act, _ in agent.barge_in.log if start <= t <= start + 1.0]
+    assert [act for _, act in log[:3]] == [Action.PAUSE, Action.RESUME, Action.STOP], log
+    paused, resumed, stopped = (t for t, _ in log[:3])
+    assert resumed == stopped  # released and stopped by the same frame
+    assert bid.stop_latency_ms == pytest.approx(paused * 1000, abs=1e-6)
+    assert bid.stop_latency_ms < 300
+    cut = next(
+        r
+        for r in agent.replies
+        if r.first_audio_at is not None and r.first_audio_at <= start <= (r.stopped_at or 0)
+    )
+    assert cut.stop_reason == "interrupted"
+    assert cut.stopped_at == pytest.approx(start + paused)
+    assert all(p1 is None or p1 > p0 for p0, p1 in cut.pauses)
+
 def _leaky_copy(name: str, tmp_path: Path, under_db: float = 20.0) -> Recording:
     """The demo call as a microphone with no echo reference sends it: the
     agent's own audio (agent.wav, 50 ms later) leaks into caller.wav at

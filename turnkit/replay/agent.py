@@ -205,7 +205,16 @@ class SimulatedAgent(FrameProcessor):
         elif reply is None:
             return
         elif act is Action.STOP:
+            # Resumed at this very instant and stopped now: no audio played
+            # since the pause, so the caller heard it stop there (a hold
+            # released as "No," broke off, and the word "no" arriving with
+            # the same frame).
+            last = reply.pauses[-1] if reply.pauses else None
+            silent_since = last[0] if last is not None and last[1] == now else None
             await self._stop(reply, "interrupted")
+            if silent_since is not None:
+                reply.pauses.pop()
+                reply.stopped_at = silent_since
             await self._answer_owed()
         elif act is Action.PAUSE and reply.planned_end is not None:
             reply.pauses.append([now, None])
