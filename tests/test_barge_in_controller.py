@@ -682,6 +682,7 @@ def test_a_hold_released_as_its_word_arrives_stops_the_agent_at_the_hold(
     assert cut.stopped_at == pytest.approx(start + paused)
     assert all(p1 is None or p1 > p0 for p0, p1 in cut.pauses)
 
+
 def _leaky_copy(name: str, tmp_path: Path, under_db: float = 20.0) -> Recording:
     """The demo call as a microphone with no echo reference sends it: the
     agent's own audio (agent.wav, 50 ms later) leaks into caller.wav at
