@@ -148,6 +148,11 @@ def test_transcript_echo_check() -> None:
         ("absolutely", "en", True),
         ("I understand.", "en", True),
         ("absolutely not", "en", False),
+        ("Thank you.", "en", True),
+        ("okay, thank you very much", "en", True),
+        ("lovely, thanks a lot", "en", True),
+        ("thanks, bye", "en", False),
+        ("thank you, but", "en", False),
         ("uh-uh", "en", False),  # "no": a reply, not a murmur
         ("vale", "es", True),
         ("ya veo", "es", True),
@@ -167,6 +172,10 @@ def test_backchannel_lexicon(text: str, lang: str, bc: bool) -> None:
 def test_answers() -> None:
     assert is_answer("okay", "en") and is_answer("sí", "es")
     assert not is_answer("hmm", "en")
+    # Assessments that say yes ("Shall I book it? ..." - "that's perfect"),
+    # not thanks: "thank you" after a question acknowledges, it does not answer.
+    assert is_answer("that's perfect", "en") and is_answer("absolutely", "en")
+    assert not is_answer("thank you", "en") and not is_answer("lovely", "en")
 
 
 def _step(speaking: bool, started: bool = False, stopped: bool = False, start=0.0, end=0.0):

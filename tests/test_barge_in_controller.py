@@ -198,6 +198,46 @@ def test_a_repeated_acknowledgement_is_released_within_a_gap(times: int) -> None
     assert ctl.acknowledgements and ctl.acknowledgements[0][1] == "yeah", ctl.log
 
 
+@pytest.mark.parametrize(("first", "bid"), [("thank", False), ("okay", True)])
+def test_thanks_said_under_the_agent_do_not_stop_it(first: str, bid: bool) -> None:
+    """The caller's real "thank you very much" (pharmacy-natural-17's last
+    turn, its own audio and word times) said over the agent's statement,
+    each word written as it ends: thanks under a clerk giving details is a
+    receipt, not a bid (four words, one lexicon phrase); any hold is
+    released within a gap. The whole turn, "okay perfect thank you very
+    much", is a caller wrapping up (more than three words, three phrases):
+    a bid, as before thanks were in the lexicon."""
+    rec = _rec("pharmacy-natural-17")
+    turn = next(t for t in rec.caller_turns if "thank you very much" in t.text)
+    words = turn.words
+    assert words is not None
+    k = next(i for i, w in enumerate(words) if w.text.lower().strip(",.") == first)
+    audio = rec.caller_audio(SR)
+    t0 = words[k].start
+    piece = audio[round(t0 * SR) : round(words[-1].end * SR) + round(0.03 * SR)]
+    lead = np.zeros(SR, dtype=audio.dtype)
+    said_audio = np.concatenate([lead, piece, lead])
+
+    class Said:
+        def caller_audio(self, rate: int) -> np.ndarray:
+            return said_audio
+
+    said = [
+        (1.0 + w.end - t0, " ".join(x.text.lower().strip(",.") for x in words[k : j + 1]))
+        for j, w in enumerate(words[k:], start=k)
+    ]
+    ctl = BargeInController(VirtualClock())
+    call: Recording = Said()  # type: ignore[assignment]
+    run = _drive(
+        ctl, call, 0.0, len(said_audio) / SR, agent_text=STATEMENT, agent_at=0.0, said=said
+    )
+    if bid:
+        end = run.first(Action.STOP, Action.CONFIRM)
+        assert end is not None and "many words" in end[2], run.actions
+        return
+    _released_within_a_gap(run)
+    assert ctl.acknowledgements, ctl.log
+
 def test_raw_vad_baseline_stops_on_the_backchannel_and_never_resumes() -> None:
     rec = _rec()
     bc = next(b for b in rec.backchannels if b.text == "okay")
@@ -358,6 +398,21 @@ def test_a_turn_ended_through_a_sound_leaves_the_pending_reply_to_the_detector()
     ctl2.on_agent_started("Sure.", ctl2.clock.now())
     assert not ctl2.through_sound
 
+
+def test_fake_vad_a_turn_ended_through_a_sound_holds_without_audio_too() -> None:
+    """A host that hands the controller the VAD's verdicts only (no audio:
+    a fake VAD here) gets the detector's through-sound verdict as well: an
+    onset over the pending reply cancels it after a plain commit, not after
+    one made through a sound, until the detector's resume."""
+    for through, want in ((False, [Action.CANCEL_PENDING]), (True, [])):
+        clock = VirtualClock()
+        ctl = BargeInController(clock)
+        ctl.on_turn_end(through_sound=through)
+        ctl.on_reply_pending(True)
+        acts = [a for a in _steps(clock, ctl, 1.0, 0.2) if a is not Action.KEEP]
+        assert acts == want, (through, ctl.log)
+        assert ctl.callers_voice() is not through
+    assert ctl.on_turn_resumed() is Action.CANCEL_PENDING
 
 def _steps(clock: VirtualClock, ctl: BargeInController, t0: float, dur: float) -> list[Action]:
     """Hand-built VAD steps (a fake VAD: fast unit checks of word rules

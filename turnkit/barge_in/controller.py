@@ -56,7 +56,8 @@ passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
   ``stop`` while talking, a ``confirm`` while paused), except a streaming
   prefix of a lexicon phrase ("i" of "i see", "got" of "got it"), which
   waits for the next word; more than
-  ``max_backchannel_words`` lexicon words is a bid; a lexicon word that
+  ``max_backchannel_words`` lexicon words is a bid (unless one phrase:
+  "thank you very much"); a lexicon word that
   answers a yes/no question the agent has already asked is a bid; lexicon
   words alone ("uh-huh", "okay") or a run of the agent's own recent words
   (:class:`~turnkit.barge_in.echo.EchoTranscriptCheck`) are not (``resume``
@@ -104,7 +105,13 @@ from turnkit.audio.level import frame_energy_db
 from turnkit.audio.vad import VADStep
 from turnkit.barge_in.echo import EchoTranscriptCheck
 from turnkit.clock import Clock
-from turnkit.text.lexicon import is_answer, is_backchannel, is_backchannel_prefix, tokens
+from turnkit.text.lexicon import (
+    backchannel_phrases,
+    is_answer,
+    is_backchannel,
+    is_backchannel_prefix,
+    tokens,
+)
 from turnkit.text.recogniser import StreamingWatch
 
 __all__ = ["Action", "BargeInController", "BargeInParams", "Evidence"]
@@ -146,6 +153,9 @@ class BargeInParams:
     max_backchannel_s: float = 0.45
     # Speech this long while paused is a bid without words.
     confirm_after_s: float = 1.2
+    # More lexicon words than this is a bid ("yes yes yes yes", "okay perfect
+    # thank you very much": a caller wrapping up, not murmuring), unless they
+    # are one phrase ("thank you very much").
     max_backchannel_words: int = 3
     # A short sound this many semitones above the caller's typical pitch
     # (off the agent's phrase boundaries) keeps its hold for the words.
@@ -695,15 +705,18 @@ class BargeInController:
         audio, the VAD's word; the raw VAD baseline (``filters=False``): any
         onset. Hosts that start a user turn on an onset (Pipecat) ask it over
         a reply on its way."""
-        if self._no_audio or not self.params.filters:
+        if not self.params.filters:
             return True
         if self._through_sound:
             # The detector ended the turn through a sound it takes for not
             # the caller's, and has not said since that they went on: the
             # sound's next onsets (a television's) must not drop the reply
             # the detector will not decide again (the noisy variants, words
-            # 300 ms late: a turn never answered).
+            # 300 ms late: a turn never answered). Its verdict stands with
+            # or without the audio here.
             return False
+        if self._no_audio:
+            return True
         if not self._onset_db:
             return False  # nothing voiced yet: the VAD's hangover, a click
         limit = self.params.pending_faint_db
@@ -794,7 +807,10 @@ class BargeInController:
                 # (the audio may still hold: "i think..." is a bid).
                 return Action.KEEP
             bid = f"words: {text!r}"
-        elif len(seg.words) > self.params.max_backchannel_words:
+        elif (
+            len(seg.words) > self.params.max_backchannel_words
+            and backchannel_phrases(text, self.language) != 1
+        ):
             bid = f"many words: {text!r}"
         elif self._question_asked(seg.onset) and is_answer(text, self.language):
             bid = f"answer to the agent's question: {text!r}"

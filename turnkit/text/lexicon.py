@@ -16,6 +16,7 @@ from turnkit.text.normalize import strip_annotations
 __all__ = [
     "ANSWERS",
     "BACKCHANNELS",
+    "backchannel_phrases",
     "backchannel_words",
     "is_answer",
     "is_backchannel",
@@ -39,6 +40,18 @@ BACKCHANNELS: dict[str, tuple[str, ...]] = {
         # Assessments and receipts said under the speaker, not to take over.
         "absolutely", "definitely", "certainly", "correct", "understood", "i understand",
         "fair enough",
+        # Thanks and receipts said under a clerk giving details (a service
+        # call: "thank you" while a reference number is read out, "lovely"),
+        # as listeners on such calls say them; "thank you, but..." and
+        # "thanks, bye" go on past the lexicon and bid. "very much" alone:
+        # after a pause ("thank you | very much") the barge-in controller
+        # judges the second stretch of speech by its own words. ("so much"
+        # is left out: "so" would then wait as a prefix, and "so" opens bids.)
+        "thank you", "thanks", "thanks a lot", "many thanks", "thank you very much",
+        "thank you so much", "very much",
+        "much appreciated", "appreciate it", "lovely", "brilliant", "awesome", "excellent",
+        "fantastic", "wonderful", "cheers", "sure thing", "that's great", "that's good",
+        "that's fine", "that's perfect", "very good", "yea", "yeh", "yah",
     ),
     "es": (
         "sí", "si", "vale", "claro", "ajá", "aja", "ya", "bueno", "exacto", "entiendo",
@@ -67,7 +80,9 @@ BACKCHANNELS: dict[str, tuple[str, ...]] = {
 ANSWERS: dict[str, frozenset[str]] = {
     "en": frozenset({"yeah", "yes", "yep", "yup", "okay", "ok", "right", "sure", "alright",
                      "all right", "uh-huh", "uh huh", "mm-hmm", "mhm", "exactly", "true",
-                     "of course", "correct"}),
+                     "of course", "correct", "absolutely", "definitely", "certainly",
+                     "that's right", "perfect", "great", "sounds good", "sure thing",
+                     "that's fine", "that's good", "that's great", "that's perfect"}),
     "es": frozenset({"sí", "si", "vale", "claro", "ok", "okay", "de acuerdo", "exacto", "ajá"}),
     "fr": frozenset({"oui", "ouais", "d'accord", "ok", "okay", "exactement", "bien sûr",
                      "tout à fait", "c'est ça"}),
@@ -98,6 +113,11 @@ def _phrases(language: str) -> frozenset[tuple[str, ...]]:
     return frozenset(tuple(tokens(p)) for p in BACKCHANNELS[_lang(language)])
 
 
+@cache
+def _longest(phrases: frozenset[tuple[str, ...]]) -> int:
+    return max(map(len, phrases))
+
+
 def backchannel_words(language: str) -> frozenset[str]:
     return frozenset(w for p in _phrases(language) for w in p)
 
@@ -109,11 +129,18 @@ def _split(words: list[str], phrases: frozenset[tuple[str, ...]]) -> list[tuple[
     for i in range(len(words)):
         if best[i] is None:
             continue
-        for j in range(i + 1, min(len(words), i + 3) + 1):
+        for j in range(i + 1, min(len(words), i + _longest(phrases)) + 1):
             ph = tuple(words[i:j])
             if ph in phrases and best[j] is None:
                 best[j] = [*best[i], ph]  # type: ignore[misc]
     return best[len(words)]
+
+
+def backchannel_phrases(text: str, language: str = "en") -> int | None:
+    """How many lexicon phrases ``text`` is ("okay thank you very much": 2,
+    "okay" and "thank you very much"), or None when it is not a backchannel."""
+    split = _split(tokens(text), _phrases(language))
+    return None if not split else len(split)
 
 
 def is_backchannel(text: str, language: str = "en") -> bool:
@@ -132,7 +159,7 @@ def is_backchannel_prefix(text: str, language: str = "en") -> bool:
         return False
     phrases = _phrases(language)
     prefixes = {p[:k] for p in phrases for k in range(1, len(p))}
-    for cut in range(max(0, len(words) - 2), len(words)):
+    for cut in range(max(0, len(words) - _longest(phrases) + 1), len(words)):
         head, tail = words[:cut], tuple(words[cut:])
         if tail in prefixes and (not head or _split(head, phrases) is not None):
             return True
