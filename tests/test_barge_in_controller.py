@@ -238,6 +238,7 @@ def test_thanks_said_under_the_agent_do_not_stop_it(first: str, bid: bool) -> No
     _released_within_a_gap(run)
     assert ctl.acknowledgements, ctl.log
 
+
 def test_raw_vad_baseline_stops_on_the_backchannel_and_never_resumes() -> None:
     rec = _rec()
     bc = next(b for b in rec.backchannels if b.text == "okay")
@@ -413,6 +414,7 @@ def test_fake_vad_a_turn_ended_through_a_sound_holds_without_audio_too() -> None
         assert acts == want, (through, ctl.log)
         assert ctl.callers_voice() is not through
     assert ctl.on_turn_resumed() is Action.CANCEL_PENDING
+
 
 def _steps(clock: VirtualClock, ctl: BargeInController, t0: float, dur: float) -> list[Action]:
     """Hand-built VAD steps (a fake VAD: fast unit checks of word rules
