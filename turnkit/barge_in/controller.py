@@ -108,7 +108,6 @@ from turnkit.clock import Clock
 from turnkit.text.lexicon import (
     backchannel_phrases,
     is_answer,
-    is_backchannel,
     is_backchannel_prefix,
     tokens,
 )
@@ -801,16 +800,14 @@ class BargeInController:
                 return self._resume(f"echo of the agent's words: {text!r}")
             return Action.KEEP
         bid = None
-        if not is_backchannel(text, self.language):
+        phrases = backchannel_phrases(text, self.language)  # None: not a backchannel
+        if phrases is None:
             if is_backchannel_prefix(text, self.language):
                 # "i" of "i see", "got" of "got it": the next word decides
                 # (the audio may still hold: "i think..." is a bid).
                 return Action.KEEP
             bid = f"words: {text!r}"
-        elif (
-            len(seg.words) > self.params.max_backchannel_words
-            and backchannel_phrases(text, self.language) != 1
-        ):
+        elif len(seg.words) > self.params.max_backchannel_words and phrases != 1:
             bid = f"many words: {text!r}"
         elif self._question_asked(seg.onset) and is_answer(text, self.language):
             bid = f"answer to the agent's question: {text!r}"
