@@ -118,6 +118,14 @@ def _longest(phrases: frozenset[tuple[str, ...]]) -> int:
     return max(map(len, phrases))
 
 
+@cache
+def _prefixes(phrases: frozenset[tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
+    """Every phrase cut short ("i" of "i see", "thank you very" of "thank
+    you very much"): built once per lexicon, as the transcript grows word
+    by word."""
+    return frozenset(p[:k] for p in phrases for k in range(1, len(p)))
+
+
 def backchannel_words(language: str) -> frozenset[str]:
     return frozenset(w for p in _phrases(language) for w in p)
 
@@ -158,7 +166,7 @@ def is_backchannel_prefix(text: str, language: str = "en") -> bool:
     if not words:
         return False
     phrases = _phrases(language)
-    prefixes = {p[:k] for p in phrases for k in range(1, len(p))}
+    prefixes = _prefixes(phrases)
     for cut in range(max(0, len(words) - _longest(phrases) + 1), len(words)):
         head, tail = words[:cut], tuple(words[cut:])
         if tail in prefixes and (not head or _split(head, phrases) is not None):
