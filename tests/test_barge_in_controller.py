@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -164,6 +165,101 @@ def test_a_real_backchannel_never_stops_the_agent() -> None:
     ctl = BargeInController(VirtualClock())
     run = _drive(ctl, rec, bc.start - 1.3, bc.end + 1.0, agent_text=agent, agent_at=bc.start - 1.3)
     _released_within_a_gap(run)
+
+
+def _b2b_call(tmp_path: Path) -> Recording:
+    """appointment-natural-13 with its second and third caller turns back
+    to back 0.8 s apart (the real-call variant b2b2-gap0.8)."""
+    rv = _realcall_variants()
+    call = rv.back_to_back(rv.Call.load(REC / "appointment-natural-13"), 1, 2, 0.8)
+    call.meta["id"] = "appointment-natural-13-b2b2-gap0.8"
+    call.save(tmp_path / "b2b")
+    return load_recording(tmp_path / "b2b")
+
+
+@pytest.mark.parametrize("alone", [False, True])
+def test_acknowledgement_words_begun_with_the_agents_first_audio(
+    tmp_path: Path, alone: bool
+) -> None:
+    """The caller's real "Yeah Friday at nine is perfect for me." begun
+    0.1 s after the agent's first audio (before they could hear it): "yeah"
+    arrives with the speech still going and holds the agent; the caller
+    talks on, and the hold is a stop (confirm). The same "Yeah" said alone
+    (the audio after it silenced) releases the hold within a gap."""
+    rec = _b2b_call(tmp_path)
+    turn = rec.caller_turns[2]
+    yeah = (turn.words or [])[0]
+    assert yeah.text == "Yeah"
+    if alone:
+        audio = rec.caller_audio(SR).copy()
+        audio[round((yeah.end + 0.02) * SR) :] = 0.0
+        rec.caller_audio = lambda rate=SR: audio  # type: ignore[method-assign]
+    said = [(yeah.end, "Yeah")] if alone else None
+    ctl = BargeInController(VirtualClock())
+    agent = "Great, I have Friday at nine with doctor Lee, or Thursday at two."
+    run = _drive(
+        ctl,
+        rec,
+        turn.start - 0.1,
+        turn.start + 0.8,
+        agent_text=agent,
+        agent_at=turn.start - 0.1,
+        said=said,
+    )
+    paused = run.first(Action.PAUSE)
+    assert paused is not None and "first audio" in paused[2], run.actions
+    if alone:
+        assert Action.CONFIRM not in run.kinds() and Action.STOP not in run.kinds()
+        _released_within_a_gap(run)
+    else:
+        confirm = run.first(Action.CONFIRM)
+        assert confirm is not None and "going on past 'yeah'" in confirm[2], run.actions
+        assert paused[0] - turn.start < 0.3
+    # Without the rule "yeah" is an acknowledgement: no hold until "friday".
+    off = BargeInController(VirtualClock(), params=BargeInParams(launch_s=None))
+    run = _drive(
+        off,
+        rec,
+        turn.start - 0.1,
+        turn.start + 0.8,
+        agent_text=agent,
+        agent_at=turn.start - 0.1,
+        said=said,
+    )
+    assert run.first(Action.PAUSE) is None or run.first(Action.PAUSE)[0] > yeah.end + 0.2
+
+
+def test_a_caller_going_on_as_the_reply_starts_stops_it_before_their_second_word(
+    tmp_path: Path,
+) -> None:
+    """appointment-natural-13 with its second and third caller turns back
+    to back 0.8 s apart (the real-call variant b2b2-gap0.8): fused answers
+    "Um, maybe Thursday or uh Friday morning." and its reply starts just
+    before the caller goes on, "Yeah Friday at nine is perfect for me.".
+    "Yeah" was an acknowledgement, so the agent talked on until "Friday"
+    (616 ms); begun with the reply's first audio, "yeah" holds the agent
+    as it arrives (0.2 s in) and the caller talking on makes that the stop."""
+    rec = _b2b_call(tmp_path)
+    score = asyncio.run(replay_call(rec, "fused", ReplayConfig(compute="fixed")))
+    bid = next(t for t in score.turns if t.barge_in)
+    assert bid.barge_in_stopped and bid.stop_latency_ms is not None
+    assert bid.stop_latency_ms < 300
+
+
+def _realcall_variants() -> ModuleType:
+    import importlib.util
+    import sys
+
+    name = "realcall_variants"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, REC.parent / "scripts" / "realcall_variants.py"
+        )
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
 
 
 # Said over the agent's statement (no question: "yeah" answers nothing).

@@ -61,7 +61,12 @@ passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
   answers a yes/no question the agent has already asked is a bid; lexicon
   words alone ("uh-huh", "okay") or a run of the agent's own recent words
   (:class:`~turnkit.barge_in.echo.EchoTranscriptCheck`) are not (``resume``
-  if paused).
+  if paused). Except at the agent's first audio: speech begun within
+  ``launch_s`` of it was begun before the caller could hear the agent,
+  most likely their own turn going on ("yeah | friday at nine"), so its
+  acknowledgement words, arriving with the speech still going, pause the
+  agent; ``launch_more_s`` more voiced speech confirms that pause as the
+  stop, a frame the VAD hears as quiet releases it.
 * **silence after a standing pause**: speech past ``confirm_after_s`` is a
   bid without words (``confirm``: no recogniser, or a language it cannot
   write), unless the recogniser streams (:attr:`streams`: it has written
@@ -177,6 +182,16 @@ class BargeInParams:
     faint_db: float = 15.0
     # Speech again after a held sound holds again once it is this long.
     restart_after_s: float = 0.2
+    # Caller speech begun this soon after the agent's first audio was begun
+    # before the caller could have heard the agent (a listener needs ~0.2 s
+    # to react to a sound's onset): a simultaneous start, likely the caller
+    # going on with their own turn ("... Friday morning. | Yeah Friday at
+    # nine"), whose first word may be an acknowledgement word. Such words
+    # arriving with the speech still going hold the agent; ``launch_more_s``
+    # more of voiced speech makes them a bid (the stop counts from the
+    # hold), the VAD's end of the speech releases it. None: off.
+    launch_s: float | None = 0.25
+    launch_more_s: float = 0.096
     # Speculative holds on one segment; after these, its words decide.
     max_holds: int = 2
     # Held speculatively, the caller went quiet this long: resume (a dip
@@ -228,6 +243,13 @@ class Evidence:
     long_held: bool = False  # the hold past max_backchannel_s was spent
     lexical: bool = False  # its words so far are acknowledgement words
     early_hold: bool = False  # the hold now running is the early one (bid score)
+    launch: bool = False  # begun with the agent's first audio (BargeInParams.launch_s)
+    voiced_s: float = 0.0  # its voiced audio so far
+    vad_quiet: bool = False  # the latest frame is quiet to the VAD (not by its level)
+    # ...where it stood when its acknowledgement words arrived with the
+    # speech still going, the agent held to see whether the caller talks on
+    # past them (BargeInParams.launch_s)
+    launch_voiced_s: float | None = None
 
     @property
     def duration(self) -> float:
@@ -485,6 +507,7 @@ class BargeInController:
         if seg is None:
             return Action.KEEP
         seg.probs.append(vad.prob)
+        seg.vad_quiet = quiet  # the VAD's own verdict (the level's comes below)
         if vad.speaking:
             seg.last_speech = max(seg.last_speech, vad.speech_end)
         if vad.stopped:
@@ -502,6 +525,7 @@ class BargeInController:
             seg.quiet_since = None
             if audio is not None and db is not None:
                 seg.frames += 1
+                seg.voiced_s += len(audio) / self.sample_rate
                 seg.energy_db.append(db)
                 seg.pitch_hz.append(frame_pitch_hz(audio, self.sample_rate))
         elif seg.quiet_since is None:
@@ -765,7 +789,14 @@ class BargeInController:
             return
         self._base_words = self._tok_words
         self._base_n = len(self._tok_words)
-        self._seg = Evidence(onset=onset, last_speech=onset, at_boundary=self._at_boundary(onset))
+        launch = self.params.launch_s is not None and self._agent_start is not None
+        launch = launch and onset - self._agent_start < self.params.launch_s - 1e-9  # type: ignore[operator]
+        self._seg = Evidence(
+            onset=onset,
+            last_speech=onset,
+            at_boundary=self._at_boundary(onset),
+            launch=launch,
+        )
 
     def _close(self) -> None:
         self._seg = None
@@ -822,6 +853,8 @@ class BargeInController:
             self.acknowledgements.append((self.clock.now(), text))
             self.ack_count += 1
         if self._paused:
+            if seg.launch_voiced_s is not None:
+                return Action.KEEP  # held to see whether the caller talks on past them
             if (
                 seg.duration < self.params.max_backchannel_s
                 or not seg.speaking
@@ -831,11 +864,33 @@ class BargeInController:
                 # the voice fell quiet): the acknowledgement releases it.
                 return self._resume(f"acknowledgement: {text!r}")
             return Action.KEEP
+        if seg.launch and seg.speaking:
+            # Begun before the caller could hear the agent, and still going:
+            # hold while the next frames tell "yeah" of "yeah friday at
+            # nine" (their own turn going on) from a lone "yeah".
+            seg.launch_voiced_s = seg.voiced_s
+            return self._pause(f"acknowledgement begun with the agent's first audio: {text!r}")
         self.reason = f"acknowledgement: {text!r}"
         return Action.KEEP
 
     def _while_paused(self, seg: Evidence, now: float, quiet: bool) -> Action:
         p = self.params
+        if seg.launch_voiced_s is not None and seg.lexical:
+            # Acknowledgement words begun with the agent's first audio, the
+            # speech still going when they came. Talked on past them: the
+            # caller's own turn. A frame the VAD hears as quiet says they
+            # were said alone (not one quiet by its level: the "f" of "yeah
+            # | friday" is one, and Silero hears speech through it).
+            said = " ".join(seg.words)
+            if seg.voiced_s - seg.launch_voiced_s >= p.launch_more_s - 1e-9:
+                self._floor = True
+                return self._act(
+                    Action.CONFIRM,
+                    f"speech going on past {said!r}, begun with the agent's first audio",
+                )
+            if not seg.speaking or seg.vad_quiet:
+                return self._resume(f"acknowledgement said alone: {said!r}")
+            return Action.KEEP
         if self._hold_until is not None:
             # A speculative hold: quiet resumes (the sound was short: a
             # backchannel's length); speech that goes on through the hold,
