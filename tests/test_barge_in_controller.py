@@ -195,17 +195,15 @@ def test_acknowledgement_words_begun_with_the_agents_first_audio(
         audio[round((yeah.end + 0.02) * SR) :] = 0.0
         rec.caller_audio = lambda rate=SR: audio  # type: ignore[method-assign]
     said = [(yeah.end, "Yeah")] if alone else None
-    ctl = BargeInController(VirtualClock())
     agent = "Great, I have Friday at nine with doctor Lee, or Thursday at two."
-    run = _drive(
-        ctl,
-        rec,
-        turn.start - 0.1,
-        turn.start + 0.8,
-        agent_text=agent,
-        agent_at=turn.start - 0.1,
-        said=said,
-    )
+
+    def drive(params: BargeInParams) -> Run:
+        # The agent's first audio 0.1 s before the caller's turn.
+        ctl = BargeInController(VirtualClock(), params=params)
+        t0 = turn.start - 0.1
+        return _drive(ctl, rec, t0, turn.start + 0.8, agent_text=agent, agent_at=t0, said=said)
+
+    run = drive(BargeInParams())
     paused = run.first(Action.PAUSE)
     assert paused is not None and "first audio" in paused[2], run.actions
     if alone:
@@ -216,16 +214,7 @@ def test_acknowledgement_words_begun_with_the_agents_first_audio(
         assert confirm is not None and "going on past 'yeah'" in confirm[2], run.actions
         assert paused[0] - turn.start < 0.3
     # Without the rule "yeah" is an acknowledgement: no hold until "friday".
-    off = BargeInController(VirtualClock(), params=BargeInParams(launch_s=None))
-    run = _drive(
-        off,
-        rec,
-        turn.start - 0.1,
-        turn.start + 0.8,
-        agent_text=agent,
-        agent_at=turn.start - 0.1,
-        said=said,
-    )
+    run = drive(BargeInParams(launch_s=None))
     assert run.first(Action.PAUSE) is None or run.first(Action.PAUSE)[0] > yeah.end + 0.2
 
 
