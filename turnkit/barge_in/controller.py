@@ -189,7 +189,7 @@ class BargeInParams:
     # nine"), whose first word may be an acknowledgement word. Such words
     # arriving with the speech still going hold the agent; ``launch_more_s``
     # more of voiced speech makes them a bid (the stop counts from the
-    # hold), the VAD's end of the speech releases it. None: off.
+    # hold), a frame the VAD hears as quiet releases it. None: off.
     launch_s: float | None = 0.25
     launch_more_s: float = 0.096
     # Speculative holds on one segment; after these, its words decide.
@@ -789,8 +789,8 @@ class BargeInController:
             return
         self._base_words = self._tok_words
         self._base_n = len(self._tok_words)
-        launch = self.params.launch_s is not None and self._agent_start is not None
-        launch = launch and onset - self._agent_start < self.params.launch_s - 1e-9  # type: ignore[operator]
+        start, within = self._agent_start, self.params.launch_s
+        launch = start is not None and within is not None and onset - start < within - 1e-9
         self._seg = Evidence(
             onset=onset,
             last_speech=onset,
@@ -890,6 +890,10 @@ class BargeInController:
                 )
             if not seg.speaking or seg.vad_quiet:
                 return self._resume(f"acknowledgement said alone: {said!r}")
+            if self._paused_at is not None and now - self._paused_at >= p.word_wait_s - 1e-9:
+                # Neither: a sound the VAD hears with no voice in it (breath,
+                # a line noise) after the words. They were said alone.
+                return self._resume(f"acknowledgement, then no voice: {said!r}")
             return Action.KEEP
         if self._hold_until is not None:
             # A speculative hold: quiet resumes (the sound was short: a
