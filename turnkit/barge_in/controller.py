@@ -228,7 +228,7 @@ class Evidence:
     onset: float
     last_speech: float
     speaking: bool = True
-    frames: int = 0
+    voiced_s: float = 0.0  # its voiced audio so far
     energy_db: list[float] = field(default_factory=list)
     pitch_hz: list[float] = field(default_factory=list)  # 0: unvoiced frame
     quiet_since: float | None = None
@@ -244,8 +244,6 @@ class Evidence:
     lexical: bool = False  # its words so far are acknowledgement words
     early_hold: bool = False  # the hold now running is the early one (bid score)
     launch: bool = False  # begun with the agent's first audio (BargeInParams.launch_s)
-    voiced_s: float = 0.0  # its voiced audio so far
-    vad_quiet: bool = False  # the latest frame is quiet to the VAD (not by its level)
     # ...where it stood when its acknowledgement words arrived with the
     # speech still going, the agent held to see whether the caller talks on
     # past them (BargeInParams.launch_s)
@@ -507,7 +505,6 @@ class BargeInController:
         if seg is None:
             return Action.KEEP
         seg.probs.append(vad.prob)
-        seg.vad_quiet = quiet  # the VAD's own verdict (the level's comes below)
         if vad.speaking:
             seg.last_speech = max(seg.last_speech, vad.speech_end)
         if vad.stopped:
@@ -524,7 +521,6 @@ class BargeInController:
         if not quiet and vad.speaking:
             seg.quiet_since = None
             if audio is not None and db is not None:
-                seg.frames += 1
                 seg.voiced_s += len(audio) / self.sample_rate
                 seg.energy_db.append(db)
                 seg.pitch_hz.append(frame_pitch_hz(audio, self.sample_rate))
@@ -888,7 +884,7 @@ class BargeInController:
                     Action.CONFIRM,
                     f"speech going on past {said!r}, begun with the agent's first audio",
                 )
-            if not seg.speaking or seg.vad_quiet:
+            if not seg.speaking or seg.probs[-1] < p.quiet_prob:
                 return self._resume(f"acknowledgement said alone: {said!r}")
             if self._paused_at is not None and now - self._paused_at >= p.word_wait_s - 1e-9:
                 # Neither: a sound the VAD hears with no voice in it (breath,

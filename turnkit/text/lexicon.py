@@ -153,8 +153,7 @@ def backchannel_phrases(text: str, language: str = "en") -> int | None:
 
 def is_backchannel(text: str, language: str = "en") -> bool:
     """Every word of ``text`` belongs to a backchannel phrase of the language."""
-    words = tokens(text)
-    return bool(words) and _split(words, _phrases(language)) is not None
+    return backchannel_phrases(text, language) is not None
 
 
 def is_backchannel_prefix(text: str, language: str = "en") -> bool:
