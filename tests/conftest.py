@@ -1,4 +1,5 @@
-"""Shared test helpers: one detector driver for every detector test.
+"""Shared test helpers: one detector driver for every detector test, and
+the loader for the committed scripts the tests build calls with.
 
 :class:`DetectorDriver` feeds a detector 32 ms frames as a host does: the
 VAD's verdict comes from the real hysteresis (``VADAnalyzer.step`` over hand
@@ -7,6 +8,11 @@ frame, and transcripts carry the time their last word was spoken.
 """
 
 from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -100,3 +106,18 @@ class DetectorDriver:
 def driver():
     """``driver(spec)`` → a fresh :class:`DetectorDriver`."""
     return DetectorDriver
+
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` as a module, loaded once (registered under its
+    name, as its dataclasses need)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]

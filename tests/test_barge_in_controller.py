@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 import soundfile as sf
+from conftest import load_script
 
 from turnkit.audio.vad import VADAnalyzer, VADStep
 from turnkit.audio.wav import read_wav
@@ -170,7 +170,7 @@ def test_a_real_backchannel_never_stops_the_agent() -> None:
 def _b2b_call(tmp_path: Path) -> Recording:
     """appointment-natural-13 with its second and third caller turns back
     to back 0.8 s apart (the real-call variant b2b2-gap0.8)."""
-    rv = _realcall_variants()
+    rv = load_script("realcall_variants")
     call = rv.back_to_back(rv.Call.load(REC / "appointment-natural-13"), 1, 2, 0.8)
     call.meta["id"] = "appointment-natural-13-b2b2-gap0.8"
     call.save(tmp_path / "b2b")
@@ -233,22 +233,6 @@ def test_a_caller_going_on_as_the_reply_starts_stops_it_before_their_second_word
     bid = next(t for t in score.turns if t.barge_in)
     assert bid.barge_in_stopped and bid.stop_latency_ms is not None
     assert bid.stop_latency_ms < 300
-
-
-def _realcall_variants() -> ModuleType:
-    import importlib.util
-    import sys
-
-    name = "realcall_variants"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, REC.parent / "scripts" / "realcall_variants.py"
-        )
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
 
 
 # Said over the agent's statement (no question: "yeah" answers nothing).

@@ -11,13 +11,13 @@ digits is answered as the spelled call is.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_script
 
 from turnkit.detectors.endpointing import in_digit_run, number_complete
 from turnkit.frames import AudioInFrame, TranscriptFrame
@@ -132,13 +132,7 @@ def test_digits_read_out_after_a_time_word_are_still_a_run(text: str) -> None:
 
 
 def _written_copy(src: Path, dst: Path):
-    spec = importlib.util.spec_from_file_location(
-        "written_numbers", ROOT / "scripts" / "written_numbers.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.convert_call(src, dst)
+    load_script("written_numbers").convert_call(src, dst)
     return load_recording(dst)
 
 

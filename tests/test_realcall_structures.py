@@ -9,12 +9,10 @@ Responder on the simulated engine)."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from conftest import load_script
 
 from turnkit.replay.metrics import CallScore, aggregate
 from turnkit.replay.recording import Recording, load_recording
@@ -25,19 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RECORDINGS = ROOT / "recordings"
 
 
-def _variants() -> ModuleType:
-    name = "realcall_variants"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "realcall_variants.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-rv = _variants()
+rv = load_script("realcall_variants")
 
 
 def _save(call: object, folder: Path, call_id: str) -> Recording:
@@ -362,10 +348,7 @@ def test_a_quiet_callers_short_answer_the_vad_does_not_hear_is_answered(tmp_path
     so no turn opened and every detector left the caller waiting. The
     recogniser's words now open the turn (model detectors); the plain
     silence timer is left as it is."""
-    spec = importlib.util.spec_from_file_location("narrowband", ROOT / "scripts" / "narrowband.py")
-    assert spec is not None and spec.loader is not None
-    nb = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(nb)
+    nb = load_script("narrowband")
     nb.convert_call(RECORDINGS / "easy-short-08", tmp_path / "quiet", caller_gain_db=-30.0)
     rec = load_recording(tmp_path / "quiet")
     assert rec.caller_turns[2].text == "Correct."
