@@ -662,6 +662,34 @@ def test_a_signal_ends_every_worker_within_5_s(
             proc.wait()
 
 
+def test_ending_a_pool_waits_for_its_manager_thread() -> None:
+    """At exit, concurrent.futures wakes every pool's manager thread through
+    a pipe that thread closes as it ends; a manager still ending races that
+    write ("Bad file descriptor", a traceback after a clean stop, which CI
+    once saw). Ending the pool must leave no manager running."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from turnkit.replay.simulator import _end_workers
+
+    pool = ProcessPoolExecutor(max_workers=2, mp_context=get_context("spawn"))
+    for _ in range(4):
+        pool.submit(time.sleep, 60)
+    manager = pool._executor_manager_thread
+    assert manager is not None and manager.is_alive()
+    ending = manager.join_executor_internals
+
+    def slow_ending() -> None:  # a loaded machine: the manager ends late
+        time.sleep(1.0)
+        ending()
+
+    manager.join_executor_internals = slow_ending
+    _end_workers(pool)
+    assert not manager.is_alive()
+    wakeup = manager.thread_wakeup
+    assert wakeup._closed  # at exit, nothing is written to a closed pipe
+
+
 def test_a_detector_falling_back_is_said_on_the_console_and_in_the_json(tmp_path: Path) -> None:
     import socket
 

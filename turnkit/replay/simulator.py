@@ -743,6 +743,8 @@ def _end_workers(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
     """Stop a pool now: cancel what has not started, SIGTERM every worker,
     SIGKILL what is still there after ``grace_s``."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
+    # shutdown() drops the pool's reference to its manager thread: take it first.
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for p in procs:
         with contextlib.suppress(Exception):
@@ -761,10 +763,9 @@ def _end_workers(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
     # a manager still ending races that write ("Bad file descriptor", a
     # traceback on stderr after a clean stop). Its workers are gone, so it
     # ends now: wait for it.
-    manager = getattr(pool, "_executor_manager_thread", None)
     if manager is not None:
         with contextlib.suppress(Exception):
-            manager.join(grace_s)
+            manager.join(max(grace_s, 10.0))
 
 
 def _run_pool(
