@@ -2,6 +2,7 @@
 draft do only work that can be thrown away."""
 
 from turnkit.drafting.drafter import Draft, DraftParams, DraftStats, EagerDrafter
+from turnkit.drafting.owed import OwedTurn
 from turnkit.drafting.responder import (
     Responder,
     ResponderParams,
@@ -27,6 +28,7 @@ __all__ = [
     "DraftParams",
     "DraftStats",
     "EagerDrafter",
+    "OwedTurn",
     "Responder",
     "ResponderParams",
     "ResponderProcessor",

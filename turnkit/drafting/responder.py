@@ -89,6 +89,7 @@ from turnkit.barge_in.cursor import PlaybackCursor
 from turnkit.barge_in.truncation import truncate_history
 from turnkit.clock import Clock
 from turnkit.drafting.drafter import Draft, EagerDrafter
+from turnkit.drafting.owed import AFTER_REPLY_S, OwedTurn
 from turnkit.drafting.tools import DraftContext, ToolGate, Turn
 from turnkit.fillers.scheduler import FillerScheduler
 from turnkit.frames import (
@@ -204,19 +205,9 @@ class ResponderParams(BaseModel):
     history_tokens: int | None = Field(
         None, ge=16, description="and at most about this many tokens of them (chars / 4)"
     )
-    # Measured from the caller's speech end, not from the detector's
-    # decision: whether the caller spoke over the reply's close is a fact of
-    # the call, and a slower detector must not turn a murmur into a turn. An
-    # "Okay" said over the reply's last words ends within a second of it (the
-    # real-call variants: 0.45 and 0.95 s, an "Okay" begun 0.8 and 1.3 s
-    # early); an "mm-hm" with a phrase of the reply still to come (1.2 s is
-    # ~18 characters at the agent's 15 a second: "dollar charge on May
-    # fifth.") acknowledged that phrase's start, and the caller takes the
-    # floor after the reply, not before: answered, its reply met the
-    # caller's next turn (1.46 and 1.66 s before the end: the agent talked
-    # over "Right so that one..." 60 ms after it began).
+    # Why 1.2 s: turnkit.drafting.owed.AFTER_REPLY_S.
     owed_after_reply_s: float = Field(
-        1.2,
+        AFTER_REPLY_S,
         ge=0,
         description=(
             "a caller turn whose speech ended this close to a reply's natural end, its end "
@@ -303,8 +294,8 @@ class Responder:
         self._live: _Request | None = None  # the released reply
         self._tasks: set[asyncio.Task[None]] = set()
         self.agent_speaking = False
-        self._owed: str | None = None  # a turn end ignored while the agent talked
-        self._owed_at = 0.0  # where its speech ended (clock time)
+        # A turn end ignored while the agent talked, answered if owed once it stops.
+        self.owed = OwedTurn(clock, self.params.owed_after_reply_s)
 
     # -- evidence --------------------------------------------------------------
 
@@ -333,7 +324,7 @@ class Responder:
 
     def on_speech(self) -> None:
         """The caller speaks (again): a draft is void."""
-        self._owed = None
+        self.owed.caller_spoke()
         if self.drafter is not None:
             self.drafter.on_speech()
             self._reap()
@@ -355,8 +346,7 @@ class Responder:
             self.stats.ignored_ends += 1
             # Owed an answer if the agent stops for this speech before the
             # caller speaks again (see owed_end).
-            self._owed = text
-            self._owed_at = self.clock.now() if speech_end is None else speech_end
+            self.owed.ignored(text, speech_end)
             if self.drafter is not None:
                 self.drafter.on_ignored()
                 self._reap()
@@ -409,19 +399,13 @@ class Responder:
         whose speech ended in its last ``owed_after_reply_s`` is owed: the
         caller spoke last, over the agent's closing words ("Okay" as it
         finishes), and the floor is theirs; a murmur from earlier in the
-        reply is not a turn.
+        reply is not a turn. The rule is :class:`~turnkit.drafting.owed.OwedTurn`'s
+        (:attr:`owed`), which Pipecat's and LiveKit's hosts run without a Responder.
         Every host asks both (the replay's agent, :class:`ResponderProcessor`,
         the Deepgram host)."""
         if self.agent_speaking:
             return None
-        owed, self._owed = self._owed, None
-        if (
-            owed is not None
-            and completed
-            and self.clock.now() - self._owed_at > self.params.owed_after_reply_s
-        ):
-            return None
-        return owed
+        return self.owed.take(completed)
 
     def on_interrupted(self) -> None:
         """Barge-in: the live reply stops here (and the history keeps what

@@ -32,8 +32,9 @@ SR = 16000
 FRAME_S = 0.02
 
 
-def load_call(call_id: str) -> tuple[np.ndarray, dict[str, Any]]:
-    d = RECORDINGS / call_id
+def load_call(call_id: str | Path) -> tuple[np.ndarray, dict[str, Any]]:
+    """A corpus call by id, or a call folder (a variant built for a test)."""
+    d = call_id if isinstance(call_id, Path) else RECORDINGS / call_id
     return read_wav(d / "caller.wav", SR), json.loads((d / "call.json").read_text())
 
 

@@ -125,7 +125,7 @@ def _espeak_or_skip() -> None:
 
 
 async def run_reply(
-    call_id: str,
+    call_id: str | Path,
     start_s: float,
     end_s: float,
     *,
@@ -613,3 +613,58 @@ async def test_stream_reads_the_verdicts_of_judged_frames(
         assert "two VADs" in caplog.text
     finally:
         await own.aclose()
+
+
+# -- an acknowledgement over the reply's close is the caller's turn ----------------
+
+
+def _early_okay(out: Path) -> Path:
+    """order-natural-15 with its last caller turn an "Okay" said 1.3 s before
+    the agent's last reply ends, then silence (scripts/realcall_variants.py)."""
+    import importlib.util
+
+    name = "realcall_variants"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, RECORDINGS.parent / "scripts" / f"{name}.py"
+        )
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod  # its dataclasses look themselves up there
+        spec.loader.exec_module(mod)
+    rv = sys.modules[name]
+    [(n, source, edit, opts)] = [v for v in rv.VARIANTS if v[0] == "early-okay1.3"]
+    return rv.build(n, source, edit, opts, out)
+
+
+async def test_okay_over_the_replys_close_is_answered_when_it_ends(tmp_path: Path) -> None:
+    """The caller says "Okay" 1.3 s before the agent's reply ends (its own
+    audio, agent.wav), then nothing. turnkit lets the agent talk through it
+    (an acknowledgement) and LiveKit's turn is cleared, so nobody answered
+    it: the caller waited in silence. Said over the reply's closing words,
+    it is the caller's turn (turnkit's OwedTurn, as in turnkit replay): once
+    the reply has played to its end the session answers it, once."""
+    folder = _early_okay(tmp_path)
+    _, call = load_call(folder)
+    turn = [e for e in call["events"] if e["type"] == "agent_turn"][-1]
+    okay = [e for e in call["events"] if e["type"] == "caller_turn"][-1]
+    assert turn["start"] < okay["start"] < okay["end"] < turn["end"]
+    agent = read_wav(folder / "agent.wav", SR)
+    reply = agent[int(turn["start"] * SR) : int(turn["end"] * SR)]
+    run = await run_reply(
+        folder,
+        turn["start"] - 1.5,
+        turn["end"] + 3.0,
+        turnkit=True,
+        say_at=turn["start"] - LEAD_S,
+        text=turn["text"],
+        audio=reply,
+    )
+    bf: BargeInFilter = run["filter"]
+    assert not run["handle"].interrupted, bf.reasons
+    assert bf.stops == 0 and len(bf.acknowledgements) == 1, bf.acknowledgements
+    assert "okay" in bf.acknowledgements[0].lower()
+    assert [u.lower().strip(".") for u in run["users"]] == ["okay"], run["users"]
+    replies = [m.text_content for m in run["history"] if m.role == "assistant"]
+    assert replies == [turn["text"], "Okay."], replies
+    assert bf.owed_answered == 1

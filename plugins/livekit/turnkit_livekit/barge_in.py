@@ -34,7 +34,12 @@ supported pieces only:
   ``resume`` → ``.resume()``; ``cancel_pending`` (caller speech while a reply
   is pending but not yet audible) → ``session.interrupt()``; words the
   controller judged an acknowledgement → ``session.clear_user_turn()`` (its
-  "uh-huh" is not kept to prefix the next turn);
+  "uh-huh" is not kept to prefix the next turn), and kept in turnkit's
+  :class:`~turnkit.drafting.owed.OwedTurn`: when the reply then plays to its
+  end and the rule says the caller is owed an answer ("Okay" said over the
+  agent's closing words, then silence), ``session.generate_reply(user_input=
+  ...)`` answers it, as turnkit replay's Responder does — otherwise the
+  caller, who has finished, would wait in silence;
 * :class:`PlaybackTap` — wraps ``session.output.audio``: the echo reference,
   the agent's playback for the controller, and a
   :class:`~turnkit.barge_in.PlaybackCursor` per reply. When a reply ends
@@ -90,6 +95,7 @@ from turnkit.barge_in import (
     PlaybackCursor,
     TruncationConfig,
 )
+from turnkit.drafting.owed import OwedTurn
 from turnkit.frames import AudioInFrame, Word
 from turnkit_livekit.detectors import TurnkitDetectorStream, TurnkitStreamingDetector
 from turnkit_livekit.timeline import TimelineInput
@@ -408,6 +414,12 @@ class BargeInFilter:
         self._paused = False
         self._audible = False  # the agent's audio is playing (a tap saw it start)
         self._acks_seen = 0
+        # Acknowledgements the agent talked through, answered if owed when
+        # its reply ends (turnkit's one rule; see the module docstring).
+        self.owed = OwedTurn(self.clock)
+        self.owed_answered = 0
+        self._speech_end = 0.0  # the VAD's end of the caller's latest speech
+        self._reply_start = 0.0  # where the reply now playing began (mic timeline)
         self.truncations: list[Truncation] = []
         self._finals: list[str] = []
         self._interim = ""
@@ -454,6 +466,10 @@ class BargeInFilter:
 
     def _on_frame(self, frame: AudioInFrame) -> None:
         assert frame.vad is not None
+        if frame.vad.started:
+            self.owed.caller_spoke()
+        if frame.vad.speech_end > 0:
+            self._speech_end = frame.vad.speech_end
         self.controller.on_reply_pending(self._reply_pending())
         self._execute(self.controller.on_frame(frame.vad, frame.audio))
 
@@ -514,6 +530,11 @@ class BargeInFilter:
         reason = f"acknowledgement: {text!r}"
         self.acknowledgements.append(reason)
         log.info("turnkit barge-in at %.2f s: %s, agent keeps talking", self._t(), reason)
+        # Where the acknowledgement ended: the VAD's end of the speech it
+        # heard over this reply; a soft one it did not hear under the
+        # agent's audio ended by the time its words came.
+        heard = self._speech_end >= self._reply_start
+        self.owed.ignored(text, self._speech_end if heard else self._t())
         self._finals, self._interim = [], ""
         # LiveKit emits the transcript event before it adds the words to the
         # turn: clear once it has (same loop turn, before its end of turn
@@ -538,6 +559,18 @@ class BargeInFilter:
             # Nothing of LiveKit's to stop (the reply had ended): the caller has the floor.
             self.controller.on_agent_stopped(self._t())
 
+    def _answer_owed(self) -> None:
+        """The reply played to its end: an acknowledgement said over its
+        closing words, with no caller speech since, is the caller's turn
+        (:meth:`OwedTurn.take`); LiveKit cleared it, so it is answered here."""
+        owed = self.owed.take(completed=True)
+        if owed is None:
+            return
+        self.owed_answered += 1
+        log.info("turnkit: %r said over the reply's close, answered", owed)
+        with contextlib.suppress(RuntimeError):  # the session closed meanwhile
+            self.session.generate_reply(user_input=owed)
+
     def _clear_user_turn(self) -> None:
         with contextlib.suppress(RuntimeError):  # the session closed meanwhile
             self.session.clear_user_turn()
@@ -545,6 +578,7 @@ class BargeInFilter:
     # -- agent side (from the taps) ---------------------------------------------
     def _agent_started(self, reply: _Reply, at: float) -> None:
         self._audible = True
+        self._reply_start = at
         self.controller.on_agent_started(self.text.text, at=at)
         self.cursor.on_started(reply.reply_id)
 
@@ -568,6 +602,9 @@ class BargeInFilter:
         self.cursor.reply(rid).anchors.extend(a for a in anchors if a[1] > 0)
         self.cursor.on_mark(rid, played_s)
         self.cursor.on_stopped(rid, "interrupted" if interrupted else "completed")
+        if not interrupted:
+            # A stop is LiveKit's own: the bid's turn goes on and is committed.
+            self._answer_owed()
         if not interrupted or not text.strip():
             return livekit
         heard = self.cursor.heard(rid)

@@ -49,6 +49,7 @@ from turnkit.barge_in.echo import EchoFilter
 from turnkit.clock import VirtualClock
 from turnkit.detectors.base import EndOfTurnDetector
 from turnkit.detectors.registry import create_detector
+from turnkit.drafting.owed import OwedTurn
 from turnkit.frames import (
     AudioInFrame,
     SystemFrame,
@@ -138,6 +139,13 @@ class TurnkitTurnEngine:
         self.timeline.set_line_rate(line_rate)
         self.frame_samples = self.timeline.vad.frame_samples
         self.bot_speaking = False
+        # A caller turn the detector ended while the bot talked (the start
+        # strategy started no user turn for it): answered if owed once the
+        # bot stops (turnkit's one rule, as the Responder applies it). The
+        # start strategy starts that turn; ``answer_owed`` tells the stop
+        # strategy, on the same frame, to end it.
+        self.owed = OwedTurn(self.clock)
+        self.answer_owed: str | None = None
         self.agent_text = ""  # the bot's last reply (context for detectors, barge-in)
         self.bot_words = ""  # what the bot has spoken of its current reply (TTS words)
         # A ReplyTextTap hands each reply's text as it plays (the strategy then
@@ -147,6 +155,7 @@ class TurnkitTurnEngine:
         self._text_listeners: list[Callable[[str], None]] = []
         self.transcript = ""  # normalised whole-turn transcript so far
         self._committed = ""  # the transcript when the detector last committed
+        self.committed_text = ""  # the words that commit ended the turn on
         self._finals: list[str] = []
         self._words: list[Word] = []
         self._segment: object = None  # the STT's utterance id, when it gives one
@@ -195,6 +204,8 @@ class TurnkitTurnEngine:
 
     def reset(self) -> None:
         self._segment = None
+        self.owed = OwedTurn(self.clock)
+        self.answer_owed = None
         self.detector.reset()
         self.timeline.reset()
         self.new_turn()
@@ -346,6 +357,7 @@ class TurnkitTurnEngine:
     def _signals(self, signals: list[SystemFrame], step: EngineStep) -> None:
         for s in signals:
             if isinstance(s, TurnEndFrame):
+                self.committed_text = self.turn_transcript
                 self._committed = self.transcript
                 self.decisions.append(s)
                 # The detector's own speech end where it gives one (words

@@ -82,7 +82,15 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
     reply on its way (a turn committed, the bot not speaking yet), a sound
     starts a user turn — which drops that reply — only when the controller
     takes it for the caller's voice (``callers_voice``: not a voice far
-    under the line; counted in ``background``)."""
+    under the line; counted in ``background``).
+
+    A caller turn the bot talked through (its end kept by the stop strategy
+    in the engine's :class:`~turnkit.drafting.owed.OwedTurn`) becomes a user
+    turn when the bot stops, if that rule says it is owed an answer ("Okay"
+    over the bot's closing words, then silence; counted in
+    ``owed_answered``); and a detector end that finds no user turn with the
+    bot silent (a turn begun under the bot's audio) starts one, so that the
+    stop strategy's end is answered."""
 
     def __init__(
         self,
@@ -114,21 +122,31 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         self.reply_pending = False
         self.background = 0  # onsets over a pending reply judged not the caller's
         self._unstarted = False  # such a sound goes on
+        self.owed_answered = 0  # turns the bot talked through, answered once it stopped
+        self._in_turn = False  # a user turn is on (Pipecat's controller says so)
+        self._cut = False  # this reply was interrupted (its stop is not its end)
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult:
         step = await self.engine.feed(frame)
         ctl = self.barge_in
         if isinstance(frame, BotStartedSpeakingFrame):
             self.reply_pending = False
+            self._cut = False
             ctl.on_agent_started(self.engine.bot_words or self.engine.agent_text, self.engine.now)
         elif isinstance(frame, BotStoppedSpeakingFrame):
             ctl.on_agent_stopped(self.engine.now)
+            await self._answer_owed()
         # A commit while a held bid waits for its words confirms it (Pipecat
         # cannot hold the bot's audio: the bot talked on, and stops now).
         end = next((s for s in step.signals if isinstance(s, TurnEndFrame)), None)
         if end is not None and await self._execute(ctl.on_turn_end(end.through_sound)):
             return ProcessFrameResult.CONTINUE
         if end is not None and not self.engine.bot_speaking:
+            if not self._in_turn:
+                # A caller turn Pipecat never saw begin (it began under the
+                # bot's audio, which stopped before the turn ended): start it,
+                # so the stop strategy's end on this frame is answered.
+                await self.trigger_user_turn_started()
             self.reply_pending = True
         if any(isinstance(s, TurnResumedFrame) for s in step.signals):
             # The detector says the caller went on. After a turn it ended
@@ -196,9 +214,25 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
 
     async def _interrupt(self) -> None:
         self.interruptions += 1
+        self._cut = True
+        await self.trigger_user_turn_started()
+
+    async def _answer_owed(self) -> None:
+        """The bot stopped: a caller turn it talked through, if owed an
+        answer now (:class:`~turnkit.drafting.owed.OwedTurn`: "Okay" said
+        over its closing words, then silence), becomes a user turn — started
+        here, ended by :class:`TurnkitUserTurnStopStrategy` on this same
+        frame — so Pipecat's LLM answers it; otherwise the caller would wait
+        in silence until they spoke again."""
+        owed = self.engine.owed.take(completed=not self._cut)
+        if owed is None or self._in_turn:
+            return
+        self.owed_answered += 1
+        self.engine.answer_owed = owed
         await self.trigger_user_turn_started()
 
     async def handle_user_turn_started(self) -> None:
+        self._in_turn = True
         self.engine.new_turn()
         self.reply_pending = False
         self.barge_in.reset()
@@ -209,6 +243,9 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
                 self.engine.bot_words or self.engine.agent_text, self.engine.now
             )
 
+    async def handle_user_turn_stopped(self) -> None:
+        self._in_turn = False
+
 
 class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
     """Ends the user turn when the turnkit detector commits.
@@ -217,6 +254,11 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
     the bot's last words as context for text detectors. With ``drafter``,
     eager signals run speculative inference that the end keeps or withdraws.
     With ``functions``, the tool gate follows the same drafts and turns.
+    An end while the bot speaks with no user turn on (the start strategy let
+    the bot talk through that speech) is kept in the engine's
+    :class:`~turnkit.drafting.owed.OwedTurn` (``ignored``), not stopped: the
+    start strategy answers it when the bot stops, if owed, and this strategy
+    ends that turn on the same frame.
     """
 
     def __init__(
@@ -236,6 +278,8 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         self._speculation: UserTurnSpeculation | None = None
         self._stopped = False
         self._retry: bool | None = None  # a stop Pipecat ignored (confirms speculation?)
+        self._in_turn = False  # a user turn is on (Pipecat's controller says so)
+        self.ignored = 0  # ends the bot talked through (kept: turnkit's OwedTurn)
         self.speculations = 0  # speculative inferences started
         self.kept = 0  # ... released by the confirmed end (words unchanged)
         self.withdrawn = 0  # ... withdrawn (the caller went on, or words changed)
@@ -250,6 +294,15 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
             self._speculation = None
             self.withdrawn += 1
         step = await self.engine.feed(frame)
+        if step.speech_started:
+            self.engine.owed.caller_spoke()
+        if isinstance(frame, BotStoppedSpeakingFrame) and self.engine.answer_owed is not None:
+            # The start strategy began the turn the bot talked through: end
+            # it now, so Pipecat's LLM answers its words.
+            self.engine.answer_owed = None
+            if self.functions is not None:
+                self.functions.begin_turn()
+            await self._stop(confirms=False)
         if self._retry is not None:
             if step.speech_started:
                 self._retry = None  # the caller went on: the detector decides again
@@ -262,11 +315,16 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
                 await self._withdraw(self.drafter.on_transcript(self.engine.turn_transcript) is not None)
         for s in step.signals:
             if isinstance(s, TurnEndFrame):
-                await self._end()
+                if self.engine.bot_speaking and not self._in_turn:
+                    await self._ignored(s)
+                else:
+                    await self._end()
             elif isinstance(s, TurnEagerFrame):
                 await self._eager()
-            elif isinstance(s, TurnResumedFrame) and self.drafter is not None:
-                await self._withdraw(self.drafter.on_speech() is not None)
+            elif isinstance(s, TurnResumedFrame):
+                self.engine.owed.caller_spoke()
+                if self.drafter is not None:
+                    await self._withdraw(self.drafter.on_speech() is not None)
         return ProcessFrameResult.CONTINUE
 
     def set_agent_text(self, text: str) -> None:
@@ -295,6 +353,16 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
             self._speculation = None
             self.withdrawn += 1
             await self.trigger_user_turn_speculation_cancelled()
+
+    async def _ignored(self, end: TurnEndFrame) -> None:
+        """The detector ended a caller turn the bot talked through (no user
+        turn started for it: an acknowledgement, or the bot's own echo): not
+        a turn now, but kept, and answered if owed once the bot stops (see
+        :meth:`TurnkitUserTurnStartStrategy._answer_owed`)."""
+        self.ignored += 1
+        self.engine.owed.ignored(self.engine.committed_text, end.speech_end)
+        if self.drafter is not None:
+            await self._withdraw(self.drafter.on_ignored() is not None)
 
     async def _end(self) -> None:
         if self.drafter is not None:
@@ -330,6 +398,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         self._retry = None if self._stopped else confirms
 
     async def handle_user_turn_started(self) -> None:
+        self._in_turn = True
         if self.functions is not None:
             # A new caller turn interrupts the reply to the last one: its
             # reads stop, running writes finish (the gate shields them).
@@ -347,6 +416,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
                     break
 
     async def handle_user_turn_stopped(self) -> None:
+        self._in_turn = False
         self._stopped = True
         self._retry = None
         if self._speculation is not None:

@@ -1,0 +1,170 @@
+"""A caller turn the bot talked through is answered once the bot stops, when
+turnkit's rule says it is owed (:class:`turnkit.drafting.owed.OwedTurn`, the
+rule the Responder applies in ``turnkit replay``): "Okay" said over the bot's
+closing words, then silence, gets its answer from Pipecat's LLM; an
+"uh-huh" from the middle of the reply does not. Real ``LLMUserAggregator``
+with the turnkit strategies, the real-call variant's audio and words; the
+bot speaks where the recorded agent did (``BotStarted/StoppedSpeakingFrame``)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
+    EndFrame,
+    Frame,
+    InputAudioRawFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.runner import PipelineRunner
+from pipecat.pipeline.task import PipelineParams, PipelineTask
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMUserAggregator,
+    LLMUserAggregatorParams,
+)
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+from turnkit.replay.recording import Recording, load_recording
+
+from turnkit_pipecat import TurnkitTurnEngine, TurnkitUserTurnStartStrategy
+from turnkit_pipecat.replay import feed_frames, recording_frames
+from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _variants() -> ModuleType:
+    name = "realcall_variants"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod  # its dataclasses look themselves up there
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+def _variant(tmp: Path, name: str) -> Recording:
+    rv = _variants()
+    [(n, source, edit, opts)] = [v for v in rv.VARIANTS if v[0] == name]
+    return load_recording(rv.build(n, source, edit, opts, tmp))
+
+
+def _frames_with_bot(rec: Recording, until_s: float, longer_s: float) -> list[Frame]:
+    """The call's audio and words, the bot speaking over every recorded agent
+    turn (its last one ``longer_s`` longer)."""
+    turns = [(a.start, a.end) for a in rec.agent_turns]
+    turns[-1] = (turns[-1][0], turns[-1][1] + longer_s)
+    out: list[Frame] = []
+    t, i, speaking = 0.0, 0, False
+    for f in recording_frames(rec, until_s=until_s):
+        if isinstance(f, InputAudioRawFrame):
+            if i < len(turns) and not speaking and t >= turns[i][0]:
+                out.append(BotStartedSpeakingFrame())
+                speaking = True
+            if speaking and t >= turns[i][1]:
+                out.append(BotStoppedSpeakingFrame())
+                speaking, i = False, i + 1
+            t += f.num_frames / f.sample_rate
+        out.append(f)
+    return out
+
+
+async def _user_turns(
+    rec: Recording, until_s: float, longer_s: float = 0.0
+) -> tuple[list[tuple[str, bool]], list[float], TurnkitUserTurnStartStrategy]:
+    """Each user turn Pipecat's aggregator wrote (its text, and whether a
+    turn strategy ended it: False for what is flushed as the session ends),
+    the audio times the start strategy started user turns at, and the
+    start strategy."""
+    engine = TurnkitTurnEngine("silence")
+    context = LLMContext()
+    start = TurnkitUserTurnStartStrategy(engine)
+    stop = TurnkitUserTurnStopStrategy(engine, context=context)
+    agg = LLMUserAggregator(
+        context,
+        params=LLMUserAggregatorParams(
+            user_turn_strategies=UserTurnStrategies(start=[start], stop=[stop]),
+            user_turn_stop_timeout=3600.0,
+            audio_idle_timeout=0,
+        ),
+    )
+    written: list[tuple[str, bool]] = []
+
+    @agg.event_handler("on_user_turn_stopped")
+    async def _stopped(_agg: Any, strategy: Any, message: Any) -> None:
+        written.append((message.content or "", strategy is stop))
+
+    starts: list[float] = []
+    started = start.trigger_user_turn_started
+
+    async def spy() -> None:
+        starts.append(engine.now)
+        await started()
+
+    start.trigger_user_turn_started = spy  # type: ignore[method-assign]
+    task = PipelineTask(
+        Pipeline([agg]),
+        params=PipelineParams(audio_in_sample_rate=16000),
+        cancel_on_idle_timeout=False,
+    )
+    frames = _frames_with_bot(rec, until_s, longer_s)
+
+    async def feed() -> None:
+        await feed_frames(task, engine, frames)
+        await task.queue_frame(EndFrame())
+
+    runner = PipelineRunner(handle_sigint=False)
+    await runner.add_workers(task)
+    await asyncio.gather(runner.run(), feed())
+    return written, starts, start
+
+
+@pytest.mark.parametrize(("variant", "owed"), [("early-okay1.3", 1), ("early-okay0.8", 0)])
+async def test_okay_over_the_bots_closing_words_is_answered_when_it_stops(
+    tmp_path: Path, variant: str, owed: int
+) -> None:
+    """order-natural-15, its last caller turn an "Okay" said 1.3 s (0.8 s)
+    before the bot's last reply ends, then silence. Said 1.3 s before, the
+    detector ends it while the bot talks, so Pipecat starts no user turn for
+    it: once the bot stops, the owed "okay" is a user turn, ended at once,
+    and goes to the LLM. Said 0.8 s before, the detector ends it just after
+    the bot stopped: a turn Pipecat never saw begin (it began under the
+    bot), started then and answered. Before, both were only flushed when
+    the session ended (a live caller waits until they speak again). The
+    "uh-huh" 1.5 s before the end of the reply before is not owed: it
+    reaches the LLM with the caller's next turn, not as a turn of its own."""
+    rec = _variant(tmp_path, variant)
+    okay = rec.caller_turns[-1]
+    last = rec.agent_turns[-1]
+    assert okay.text.lower().startswith("okay") and last.start < okay.start < okay.end < last.end
+    written, starts, start = await _user_turns(rec, rec.duration + 3.0)
+    assert written[-1] == ("okay", True), written  # a turn, not the session's flush
+    assert start.owed_answered == owed
+    # At the bot's stop, or (0.8 s) at the detector's end just after it.
+    assert last.end <= starts[-1] < last.end + (0.064 if owed else 0.6), (starts, last.end)
+    assert all(by_turn for _, by_turn in written), written
+    # The mid-reply "uh-huh" was no turn of its own.
+    assert [text for text, _ in written if text.startswith("uh-huh")] == [
+        "uh-huh oh good so when should i expect it"
+    ], written
+    assert len(written) == len(rec.caller_turns), written
+
+
+async def test_a_murmur_from_the_middle_of_the_reply_is_not_answered(tmp_path: Path) -> None:
+    """The same call with its last agent turn going on 1.5 s past the
+    "Okay": said with a phrase of the reply still to come, it acknowledged
+    that phrase, so the bot stopping is no cue to answer it (turnkit replay
+    does not answer it either): it waits for the caller's next words."""
+    rec = _variant(tmp_path, "early-okay1.3")
+    written, _, start = await _user_turns(rec, rec.duration + 3.0, longer_s=1.5)
+    assert start.owed_answered == 0
+    assert written[-1] == ("okay", False), written  # only the session's flush
