@@ -123,6 +123,7 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         self.background = 0  # onsets over a pending reply judged not the caller's
         self._unstarted = False  # such a sound goes on
         self.owed_answered = 0  # turns the bot talked through, answered once it stopped
+        self.murmurs_dropped = 0  # ... not owed: their words dropped from the aggregation
         self._in_turn = False  # a user turn is on (Pipecat's controller says so)
         self._cut = False  # this reply was interrupted (its stop is not its end)
 
@@ -224,8 +225,18 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         here, ended by :class:`TurnkitUserTurnStopStrategy` on this same
         frame — so Pipecat's LLM answers it; otherwise the caller would wait
         in silence until they spoke again."""
+        kept = self.engine.owed.kept
         owed = self.engine.owed.take(completed=not self._cut)
-        if owed is None or self._in_turn:
+        if self._in_turn:
+            return
+        if owed is None:
+            if kept is not None and not self._cut:
+                # A murmur the bot talked through ("uh-huh" mid-reply), not
+                # owed: its words are no turn, and must not open the
+                # caller's next one (turnkit replay and LiveKit drop them
+                # too). No caller speech since it, so nothing else is lost.
+                self.murmurs_dropped += 1
+                await self.trigger_reset_aggregation()
             return
         self.owed_answered += 1
         self.engine.answer_owed = owed
