@@ -5,21 +5,15 @@ feeds the engine's echo filter the bot's played audio."""
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     BotStoppedSpeakingFrame,
-    EndFrame,
     Frame,
     InputAudioRawFrame,
     OutputAudioRawFrame,
     TTSTextFrame,
 )
-from pipecat.pipeline.pipeline import Pipeline
-from pipecat.pipeline.runner import PipelineRunner
-from pipecat.pipeline.task import PipelineParams, PipelineTask
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import (
     LLMUserAggregator,
@@ -35,7 +29,7 @@ from turnkit.replay.recording import load_recording
 
 from turnkit_pipecat import TurnkitTurnEngine, TurnkitUserTurnStartStrategy
 from turnkit_pipecat.echo import EchoReferenceTap
-from turnkit_pipecat.replay import feed_frames, recording_frames
+from turnkit_pipecat.replay import recording_frames, run_frames
 from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
 
 NAME = "account-bargein-07"
@@ -90,19 +84,7 @@ async def _interruptions(policy_for, echo: bool) -> tuple[TurnkitUserTurnStartSt
 
     start._interrupt = spy  # type: ignore[method-assign]
     # Lock step (transcripts are data frames; audio would overtake them).
-    task = PipelineTask(
-        Pipeline([agg]),
-        params=PipelineParams(audio_in_sample_rate=16000),
-        cancel_on_idle_timeout=False,
-    )
-
-    async def feed() -> None:
-        await feed_frames(task, engine, _frames_with_bot(rec))
-        await task.queue_frame(EndFrame())
-
-    runner = PipelineRunner(handle_sigint=False)
-    await runner.add_workers(task)
-    await asyncio.gather(runner.run(), feed())
+    await run_frames([agg], engine, _frames_with_bot(rec))
     return start, at
 
 

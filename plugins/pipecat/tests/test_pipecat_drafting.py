@@ -41,7 +41,7 @@ from turnkit.drafting.tools import tool
 from turnkit.replay.recording import load_recording
 
 from turnkit_pipecat import TurnkitTurnEngine, TurnkitUserTurnStartStrategy
-from turnkit_pipecat.replay import feed_frames, recording_frames
+from turnkit_pipecat.replay import recording_frames, run_frames
 from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
 from turnkit_pipecat.tools import GatedFunctions
 
@@ -79,20 +79,6 @@ def _user(engine: TurnkitTurnEngine, stop: TurnkitUserTurnStopStrategy, ctx: LLM
     )
 
 
-async def _run(processors: list[FrameProcessor], engine: TurnkitTurnEngine, frames: list[Frame]):
-    task = PipelineTask(
-        Pipeline(processors),
-        params=PipelineParams(audio_in_sample_rate=16000),
-        cancel_on_idle_timeout=False,
-    )
-
-    async def feed() -> None:
-        await feed_frames(task, engine, frames)
-        await task.queue_frame(EndFrame())
-
-    runner = PipelineRunner(handle_sigint=False)
-    await runner.add_workers(task)
-    await asyncio.gather(runner.run(), feed())
 
 
 async def _run_answered(
@@ -156,7 +142,7 @@ async def test_eager_speculation_kept_when_words_unchanged_else_withdrawn(name: 
     ctx = LLMContext()
     stop = TurnkitUserTurnStopStrategy(engine, drafter=drafter, context=ctx)
     tap = Tap()
-    await _run([_user(engine, stop, ctx), tap], engine, recording_frames(rec))
+    await run_frames([_user(engine, stop, ctx), tap], engine, recording_frames(rec))
 
     spec = [f for f in tap.of(LLMContextFrame) if f.speculation]
     assert stop.speculations == len(spec) == drafter.stats.started >= 1
@@ -189,7 +175,7 @@ async def test_withdrawn_when_the_caller_goes_on() -> None:
     ctx = LLMContext()
     stop = TurnkitUserTurnStopStrategy(engine, drafter=drafter, context=ctx)
     tap = Tap()
-    await _run([_user(engine, stop, ctx), tap], engine, recording_frames(rec))
+    await run_frames([_user(engine, stop, ctx), tap], engine, recording_frames(rec))
     assert drafter.stats.cancelled >= 1
     assert stop.withdrawn >= 1
     assert tap.of(EagerEndOfTurnCancelFrame)

@@ -8,7 +8,6 @@ bot speaks where the recorded agent did (``BotStarted/StoppedSpeakingFrame``).""
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import sys
 from pathlib import Path
@@ -19,13 +18,9 @@ import pytest
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     BotStoppedSpeakingFrame,
-    EndFrame,
     Frame,
     InputAudioRawFrame,
 )
-from pipecat.pipeline.pipeline import Pipeline
-from pipecat.pipeline.runner import PipelineRunner
-from pipecat.pipeline.task import PipelineParams, PipelineTask
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import (
     LLMUserAggregator,
@@ -35,7 +30,7 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit.replay.recording import Recording, load_recording
 
 from turnkit_pipecat import TurnkitTurnEngine, TurnkitUserTurnStartStrategy
-from turnkit_pipecat.replay import feed_frames, recording_frames
+from turnkit_pipecat.replay import recording_frames, run_frames
 from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -111,20 +106,7 @@ async def _user_turns(
         await started()
 
     start.trigger_user_turn_started = spy  # type: ignore[method-assign]
-    task = PipelineTask(
-        Pipeline([agg]),
-        params=PipelineParams(audio_in_sample_rate=16000),
-        cancel_on_idle_timeout=False,
-    )
-    frames = _frames_with_bot(rec, until_s, longer_s)
-
-    async def feed() -> None:
-        await feed_frames(task, engine, frames)
-        await task.queue_frame(EndFrame())
-
-    runner = PipelineRunner(handle_sigint=False)
-    await runner.add_workers(task)
-    await asyncio.gather(runner.run(), feed())
+    await run_frames([agg], engine, _frames_with_bot(rec, until_s, longer_s))
     return written, starts, start
 
 

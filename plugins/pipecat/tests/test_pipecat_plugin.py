@@ -27,7 +27,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.runner import PipelineRunner
-from pipecat.pipeline.task import PipelineParams, PipelineTask
+from pipecat.pipeline.task import PipelineTask
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import (
     LLMUserAggregator,
@@ -48,7 +48,7 @@ from turnkit_pipecat import (
     TurnkitUserTurnStopStrategy,
     TurnMetricsObserver,
 )
-from turnkit_pipecat.replay import feed_frames, recording_frames, replay_in_pipecat
+from turnkit_pipecat.replay import recording_frames, replay_in_pipecat, run_frames
 
 CORPUS = Path(__file__).resolve().parents[3] / "recordings"
 
@@ -221,20 +221,7 @@ async def test_recorder_processor_round_trip(tmp_path: Path) -> None:
     engine = TurnkitTurnEngine("silence")
     context = LLMContext()
     recorder = TurnkitRecorder(tmp_path / "call", engine=engine, call_id="pipecat-rec")
-    task = PipelineTask(
-        Pipeline([_aggregator(engine, context), recorder]),
-        params=PipelineParams(audio_in_sample_rate=16000),
-        cancel_on_idle_timeout=False,
-    )
-    frames = recording_frames(src)
-
-    async def feed() -> None:
-        await feed_frames(task, engine, frames)
-        await task.queue_frame(EndFrame())
-
-    runner = PipelineRunner(handle_sigint=False)
-    await runner.add_workers(task)
-    await asyncio.gather(runner.run(), feed())
+    await run_frames([_aggregator(engine, context), recorder], engine, recording_frames(src))
     assert recorder.written is not None
     got = load_recording(recorder.written, check_audio=True)
     assert abs(got.duration - src.duration) < 0.04

@@ -82,7 +82,13 @@ from turnkit.replay.simulator import (
 from turnkit_pipecat.engine import TurnkitTurnEngine
 from turnkit_pipecat.strategies import TurnkitUserTurnStartStrategy, TurnkitUserTurnStopStrategy
 
-__all__ = ["LatencyModelAgent", "feed_frames", "recording_frames", "replay_in_pipecat"]
+__all__ = [
+    "LatencyModelAgent",
+    "feed_frames",
+    "recording_frames",
+    "replay_in_pipecat",
+    "run_frames",
+]
 
 
 def _compute(config: ReplayConfig) -> ComputeMode:
@@ -198,6 +204,30 @@ async def feed_frames(
             await engine.wait_fed(f)
         elif agent is not None and isinstance(f, InputAudioRawFrame):
             await agent.wait_seen(f)
+
+
+async def run_frames(
+    processors: list[FrameProcessor],
+    engine: TurnkitTurnEngine,
+    frames: list[Frame],
+    agent: LatencyModelAgent | None = None,
+) -> None:
+    """Run ``processors`` as a Pipecat pipeline over ``frames`` (a recorded
+    call: :func:`recording_frames`), fed in lock step (:func:`feed_frames`),
+    then ended; returns once the pipeline has stopped."""
+    task = PipelineTask(
+        Pipeline(processors),
+        params=PipelineParams(audio_in_sample_rate=SAMPLE_RATE),
+        cancel_on_idle_timeout=False,
+    )
+
+    async def feed() -> None:
+        await feed_frames(task, engine, frames, agent)
+        await task.queue_frame(EndFrame())
+
+    runner = PipelineRunner(handle_sigint=False)
+    await runner.add_workers(task)
+    await asyncio.gather(runner.run(), feed())
 
 
 class _AgentTextTap(TurnkitProcessor):
@@ -378,11 +408,6 @@ async def replay_in_pipecat(
     )
     agent = LatencyModelAgent(engine, rec, detector_spec, config, barge_in, agent_clock)
     agent.context = context
-    task = PipelineTask(
-        Pipeline([user, agent]),
-        params=PipelineParams(audio_in_sample_rate=SAMPLE_RATE),
-        cancel_on_idle_timeout=False,
-    )
     await agent.start_sim()
     frames = recording_frames(
         rec,
@@ -393,14 +418,7 @@ async def replay_in_pipecat(
         segmented=config.stt == "segmented",
         close_s=config.vad_stop_ms / 1000,
     )
-
-    async def feed() -> None:
-        await feed_frames(task, engine, frames, agent)
-        await task.queue_frame(EndFrame())
-
-    runner = PipelineRunner(handle_sigint=False)
-    await runner.add_workers(task)
-    await asyncio.gather(runner.run(), feed())
+    await run_frames([user, agent], engine, frames, agent)
     await agent.stop_sim(max(agent.clock.now(), rec.duration) + config.timeout_s + 60.0)
     score = score_call(
         rec,
