@@ -377,7 +377,9 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
 
     async def _end(self) -> None:
         if self.drafter is not None:
-            action, _draft = self.drafter.on_end(self.engine.turn_transcript)
+            # The words the commit ended the turn on (the engine's transcript
+            # since the commit before it is empty by now).
+            action, _draft = self.drafter.on_end(self.engine.committed_text)
             speculation, self._speculation = self._speculation, None
             if self.functions is not None:
                 if action == "use":
