@@ -19,6 +19,7 @@ from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     BotStoppedSpeakingFrame,
     Frame,
+    FunctionCallInProgressFrame,
     InputAudioRawFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -53,9 +54,12 @@ def _variant(tmp: Path, name: str) -> Recording:
     return load_recording(rv.build(n, source, edit, opts, tmp))
 
 
-def _frames_with_bot(rec: Recording, until_s: float, longer_s: float) -> list[Frame]:
+def _frames_with_bot(
+    rec: Recording, until_s: float, longer_s: float, tool: bool = False
+) -> list[Frame]:
     """The call's audio and words, the bot speaking over every recorded agent
-    turn (its last one ``longer_s`` longer)."""
+    turn (its last one ``longer_s`` longer; with ``tool``, a function call
+    starts as it begins, and has not returned when it stops)."""
     turns = [(a.start, a.end) for a in rec.agent_turns]
     turns[-1] = (turns[-1][0], turns[-1][1] + longer_s)
     out: list[Frame] = []
@@ -65,6 +69,15 @@ def _frames_with_bot(rec: Recording, until_s: float, longer_s: float) -> list[Fr
             if i < len(turns) and not speaking and t >= turns[i][0]:
                 out.append(BotStartedSpeakingFrame())
                 speaking = True
+                if tool and i == len(turns) - 1:
+                    out.append(
+                        FunctionCallInProgressFrame(
+                            function_name="order_status",
+                            tool_call_id="call-1",
+                            arguments={},
+                            cancel_on_interruption=True,
+                        )
+                    )
             if speaking and t >= turns[i][1]:
                 out.append(BotStoppedSpeakingFrame())
                 speaking, i = False, i + 1
@@ -74,7 +87,7 @@ def _frames_with_bot(rec: Recording, until_s: float, longer_s: float) -> list[Fr
 
 
 async def _user_turns(
-    rec: Recording, until_s: float, longer_s: float = 0.0
+    rec: Recording, until_s: float, longer_s: float = 0.0, tool: bool = False
 ) -> tuple[list[tuple[str, bool]], list[float], TurnkitUserTurnStartStrategy]:
     """Each user turn Pipecat's aggregator wrote (its text, and whether a
     turn strategy ended it: False for what is flushed as the session ends),
@@ -106,7 +119,7 @@ async def _user_turns(
         await started()
 
     start.trigger_user_turn_started = spy  # type: ignore[method-assign]
-    await run_frames([agg], engine, _frames_with_bot(rec, until_s, longer_s))
+    await run_frames([agg], engine, _frames_with_bot(rec, until_s, longer_s, tool))
     return written, starts, start
 
 
@@ -152,3 +165,14 @@ async def test_a_murmur_from_the_middle_of_the_reply_is_not_answered(tmp_path: P
     assert start.owed_answered == 0
     assert start.murmurs_dropped == 2  # the "uh-huh" and this "okay"
     assert "okay" not in [text for text, _ in written], written
+
+
+async def test_a_bot_silent_for_a_function_call_has_not_ended_its_reply(tmp_path: Path) -> None:
+    """The same "Okay", but the bot fell silent because its reply waits on a
+    function call ("let me check that"): its reply is not over, so the
+    "okay" is not answered there — that would interrupt the call — and
+    waits for the reply's end (here none comes: flushed at the session's end)."""
+    rec = _variant(tmp_path, "early-okay1.3")
+    written, _, start = await _user_turns(rec, rec.duration + 3.0, tool=True)
+    assert start.owed_answered == 0
+    assert written[-1] == ("okay", False), written

@@ -43,6 +43,9 @@ from pipecat.frames.frames import (
     BotStoppedSpeakingFrame,
     EagerEndOfTurnCancelFrame,
     Frame,
+    FunctionCallCancelFrame,
+    FunctionCallInProgressFrame,
+    FunctionCallResultFrame,
     InputAudioRawFrame,
     StartFrame,
     VADUserStartedSpeakingFrame,
@@ -126,10 +129,17 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         self.murmurs_dropped = 0  # ... not owed: their words dropped from the aggregation
         self._in_turn = False  # a user turn is on (Pipecat's controller says so)
         self._cut = False  # this reply was interrupted (its stop is not its end)
+        # Function calls the conversation waits on (Pipecat broadcasts their
+        # frames): the bot falling silent meanwhile is not its reply's end.
+        self._tool_calls: set[str] = set()
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult:
         step = await self.engine.feed(frame)
         ctl = self.barge_in
+        if isinstance(frame, FunctionCallInProgressFrame) and frame.cancel_on_interruption:
+            self._tool_calls.add(frame.tool_call_id)
+        elif isinstance(frame, FunctionCallResultFrame | FunctionCallCancelFrame):
+            self._tool_calls.discard(frame.tool_call_id)
         if isinstance(frame, BotStartedSpeakingFrame):
             self.reply_pending = False
             self._cut = False
@@ -225,6 +235,10 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         here, ended by :class:`TurnkitUserTurnStopStrategy` on this same
         frame — so Pipecat's LLM answers it; otherwise the caller would wait
         in silence until they spoke again."""
+        if self._tool_calls:
+            # The bot fell silent for a function call ("let me check that"),
+            # its reply not over: the kept turn waits for the reply's end.
+            return
         kept = self.engine.owed.kept
         owed = self.engine.owed.take(completed=not self._cut)
         if self._in_turn:
@@ -244,6 +258,7 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
 
     async def handle_user_turn_started(self) -> None:
         self._in_turn = True
+        self._tool_calls.clear()  # a user turn interrupts the calls it waited on
         self.engine.new_turn()
         self.reply_pending = False
         self.barge_in.reset()
