@@ -36,9 +36,10 @@ supported pieces only:
   controller judged an acknowledgement → ``session.clear_user_turn()`` (its
   "uh-huh" is not kept to prefix the next turn), and kept in turnkit's
   :class:`~turnkit.drafting.owed.OwedTurn`: when the reply then plays to its
-  end and the rule says the caller is owed an answer ("Okay" said over the
-  agent's closing words, then silence), ``session.generate_reply(user_input=
-  ...)`` answers it, as turnkit replay's Responder does — otherwise the
+  end, the agent listens again (not a reply waiting on a function call) and
+  the rule says the caller is owed an answer ("Okay" said over the agent's
+  closing words, then silence), ``session.generate_reply(user_input=...)``
+  answers it, as turnkit replay's Responder does — otherwise the
   caller, who has finished, would wait in silence;
 * :class:`PlaybackTap` — wraps ``session.output.audio``: the echo reference,
   the agent's playback for the controller, and a
@@ -420,6 +421,7 @@ class BargeInFilter:
         self.owed_answered = 0
         self._speech_end = 0.0  # the VAD's end of the caller's latest speech
         self._reply_start = 0.0  # where the reply now playing began (mic timeline)
+        self._reply_done = False  # a reply played to its end; the agent's turn may be over
         self.truncations: list[Truncation] = []
         self._finals: list[str] = []
         self._interim = ""
@@ -438,6 +440,7 @@ class BargeInFilter:
         session.output.transcription = self.text
         session.on("user_input_transcribed", self._on_transcribed)
         session.on("conversation_item_added", self._on_item)
+        session.on("agent_state_changed", self._on_agent_state)
 
     @property
     def echo(self) -> EchoFilter | None:
@@ -559,10 +562,18 @@ class BargeInFilter:
             # Nothing of LiveKit's to stop (the reply had ended): the caller has the floor.
             self.controller.on_agent_stopped(self._t())
 
+    def _on_agent_state(self, ev: Any) -> None:
+        if ev.new_state == "speaking":
+            self._reply_done = False
+        elif ev.new_state == "listening" and self._reply_done:
+            self._reply_done = False
+            self._answer_owed()
+
     def _answer_owed(self) -> None:
-        """The reply played to its end: an acknowledgement said over its
-        closing words, with no caller speech since, is the caller's turn
-        (:meth:`OwedTurn.take`); LiveKit cleared it, so it is answered here."""
+        """The agent's reply played to its end and it now listens: an
+        acknowledgement said over the reply's closing words, with no caller
+        speech since, is the caller's turn (:meth:`OwedTurn.take`); LiveKit
+        cleared it, so it is answered here."""
         owed = self.owed.take(completed=True)
         if owed is None:
             return
@@ -603,8 +614,11 @@ class BargeInFilter:
         self.cursor.on_mark(rid, played_s)
         self.cursor.on_stopped(rid, "interrupted" if interrupted else "completed")
         if not interrupted:
-            # A stop is LiveKit's own: the bid's turn goes on and is committed.
-            self._answer_owed()
+            # Whether the caller is owed an answer is asked once the agent
+            # listens (_on_agent_state): a reply that waits on a function
+            # call goes on after this audio. A stop is LiveKit's own: the
+            # bid's turn goes on and is committed.
+            self._reply_done = True
         if not interrupted or not text.strip():
             return livekit
         heard = self.cursor.heard(rid)
