@@ -21,6 +21,7 @@ from pipecat.frames.frames import (
     Frame,
     FunctionCallInProgressFrame,
     InputAudioRawFrame,
+    LLMFullResponseStartFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import (
@@ -32,6 +33,7 @@ from turnkit.replay.recording import Recording, load_recording
 
 from turnkit_pipecat import TurnkitTurnEngine, TurnkitUserTurnStartStrategy
 from turnkit_pipecat.replay import recording_frames, run_frames
+from turnkit_pipecat.reply_text import ReplyTextTap
 from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -55,11 +57,12 @@ def _variant(tmp: Path, name: str) -> Recording:
 
 
 def _frames_with_bot(
-    rec: Recording, until_s: float, longer_s: float, tool: bool = False
+    rec: Recording, until_s: float, longer_s: float, pending: str | None = None
 ) -> list[Frame]:
     """The call's audio and words, the bot speaking over every recorded agent
-    turn (its last one ``longer_s`` longer; with ``tool``, a function call
-    starts as it begins, and has not returned when it stops)."""
+    turn (its last one ``longer_s`` longer; with ``pending``, its reply
+    still waits when it stops: on a function call (``"tool"``), or on an
+    LLM response that has not ended (``"llm"``))."""
     turns = [(a.start, a.end) for a in rec.agent_turns]
     turns[-1] = (turns[-1][0], turns[-1][1] + longer_s)
     out: list[Frame] = []
@@ -69,7 +72,7 @@ def _frames_with_bot(
             if i < len(turns) and not speaking and t >= turns[i][0]:
                 out.append(BotStartedSpeakingFrame())
                 speaking = True
-                if tool and i == len(turns) - 1:
+                if pending == "tool" and i == len(turns) - 1:
                     out.append(
                         FunctionCallInProgressFrame(
                             function_name="order_status",
@@ -78,6 +81,8 @@ def _frames_with_bot(
                             cancel_on_interruption=True,
                         )
                     )
+                elif pending == "llm" and i == len(turns) - 1:
+                    out.append(LLMFullResponseStartFrame())
             if speaking and t >= turns[i][1]:
                 out.append(BotStoppedSpeakingFrame())
                 speaking, i = False, i + 1
@@ -87,7 +92,7 @@ def _frames_with_bot(
 
 
 async def _user_turns(
-    rec: Recording, until_s: float, longer_s: float = 0.0, tool: bool = False
+    rec: Recording, until_s: float, longer_s: float = 0.0, pending: str | None = None
 ) -> tuple[list[tuple[str, bool]], list[float], TurnkitUserTurnStartStrategy]:
     """Each user turn Pipecat's aggregator wrote (its text, and whether a
     turn strategy ended it: False for what is flushed as the session ends),
@@ -119,7 +124,9 @@ async def _user_turns(
         await started()
 
     start.trigger_user_turn_started = spy  # type: ignore[method-assign]
-    await run_frames([agg], engine, _frames_with_bot(rec, until_s, longer_s, tool))
+    await run_frames(
+        [agg, ReplyTextTap(engine)], engine, _frames_with_bot(rec, until_s, longer_s, pending)
+    )
     return written, starts, start
 
 
@@ -167,12 +174,15 @@ async def test_a_murmur_from_the_middle_of_the_reply_is_not_answered(tmp_path: P
     assert "okay" not in [text for text, _ in written], written
 
 
-async def test_a_bot_silent_for_a_function_call_has_not_ended_its_reply(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pending", ["tool", "llm"])
+async def test_a_bot_silent_mid_reply_has_not_ended_it(tmp_path: Path, pending: str) -> None:
     """The same "Okay", but the bot fell silent because its reply waits on a
-    function call ("let me check that"): its reply is not over, so the
-    "okay" is not answered there — that would interrupt the call — and
-    waits for the reply's end (here none comes: flushed at the session's end)."""
+    function call ("let me check that"), or on an LLM response still
+    streaming (a ReplyTextTap in the pipeline tells): its reply is not over,
+    so the "okay" is not answered there — that would interrupt the reply —
+    and waits for the reply's end (here none comes: flushed at the session's
+    end)."""
     rec = _variant(tmp_path, "early-okay1.3")
-    written, _, start = await _user_turns(rec, rec.duration + 3.0, tool=True)
+    written, _, start = await _user_turns(rec, rec.duration + 3.0, pending=pending)
     assert start.owed_answered == 0
     assert written[-1] == ("okay", False), written

@@ -146,6 +146,9 @@ class TurnkitTurnEngine:
         # strategy, on the same frame, to end it.
         self.owed = OwedTurn(self.clock)
         self.answer_owed: str | None = None
+        # An LLM response is streaming (a ReplyTextTap says so): the bot
+        # falling silent meanwhile is a gap in its reply, not its end.
+        self.reply_streaming = False
         self.agent_text = ""  # the bot's last reply (context for detectors, barge-in)
         self.bot_words = ""  # what the bot has spoken of its current reply (TTS words)
         # A ReplyTextTap hands each reply's text as it plays (the strategy then
@@ -206,6 +209,7 @@ class TurnkitTurnEngine:
         self._segment = None
         self.owed = OwedTurn(self.clock)
         self.answer_owed = None
+        self.reply_streaming = False
         self.detector.reset()
         self.timeline.reset()
         self.new_turn()

@@ -17,7 +17,10 @@ TTS starts on the first sentence). A response cut before its audio
 whole in the detector's context (the context's heard part of it changes
 nothing there, as in the replay). With a tap in the pipeline the turn
 strategy leaves the detector's context to it: the context's last assistant
-message at a user turn start said over a reply is the reply before.
+message at a user turn start said over a reply is the reply before. It also
+tells the engine while a response streams (``reply_streaming``): the bot
+falling silent then (a slow LLM mid-reply) is not the reply's end, and a
+turn owed an answer waits for it (``TurnkitUserTurnStartStrategy``).
 
 Example::
 
@@ -68,14 +71,17 @@ class ReplyTextTap(FrameProcessor):
         if isinstance(frame, InterruptionFrame):
             self._parts = []
             self._gate.cancel()
+            self.engine.reply_streaming = False
         elif direction is FrameDirection.DOWNSTREAM:
             if isinstance(frame, LLMFullResponseStartFrame):
                 self._parts = []
                 self._gate.cancel()
+                self.engine.reply_streaming = True
             elif isinstance(frame, LLMTextFrame):
                 if not frame.skip_tts:
                     self._parts.append(frame.text)
             elif isinstance(frame, LLMFullResponseEndFrame):
+                self.engine.reply_streaming = False
                 self._hand(self._gate.text("".join(self._parts)))
                 self._parts = []
             elif isinstance(frame, TTSSpeakFrame) and frame.append_to_context:

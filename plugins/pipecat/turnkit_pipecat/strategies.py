@@ -235,9 +235,10 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         here, ended by :class:`TurnkitUserTurnStopStrategy` on this same
         frame — so Pipecat's LLM answers it; otherwise the caller would wait
         in silence until they spoke again."""
-        if self._tool_calls:
-            # The bot fell silent for a function call ("let me check that"),
-            # its reply not over: the kept turn waits for the reply's end.
+        if self._tool_calls or self.engine.reply_streaming:
+            # The bot fell silent for a function call ("let me check that")
+            # or a slow LLM mid-reply (a ReplyTextTap tells): its reply is
+            # not over, and the kept turn waits for the reply's end.
             return
         kept = self.engine.owed.kept
         owed = self.engine.owed.take(completed=not self._cut)
