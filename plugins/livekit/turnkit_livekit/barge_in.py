@@ -419,7 +419,6 @@ class BargeInFilter:
         # its reply ends (turnkit's one rule; see the module docstring).
         self.owed = OwedTurn(self.clock)
         self.owed_answered = 0
-        self._speech_end = 0.0  # the VAD's end of the caller's latest speech
         self._reply_start = 0.0  # where the reply now playing began (mic timeline)
         self._reply_done = False  # a reply played to its end; the agent's turn may be over
         self.truncations: list[Truncation] = []
@@ -471,8 +470,6 @@ class BargeInFilter:
         assert frame.vad is not None
         if frame.vad.started:
             self.owed.caller_spoke()
-        if frame.vad.speech_end > 0:
-            self._speech_end = frame.vad.speech_end
         self.controller.on_reply_pending(self._reply_pending())
         self._execute(self.controller.on_frame(frame.vad, frame.audio))
 
@@ -536,8 +533,8 @@ class BargeInFilter:
         # Where the acknowledgement ended: the VAD's end of the speech it
         # heard over this reply; a soft one it did not hear under the
         # agent's audio ended by the time its words came.
-        heard = self._speech_end >= self._reply_start
-        self.owed.ignored(text, self._speech_end if heard else self._t())
+        speech_end = self.vad.speech_end
+        self.owed.ignored(text, speech_end if speech_end >= self._reply_start else self._t())
         self._finals, self._interim = [], ""
         # LiveKit emits the transcript event before it adds the words to the
         # turn: clear once it has (same loop turn, before its end of turn
