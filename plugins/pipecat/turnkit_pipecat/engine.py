@@ -146,6 +146,9 @@ class TurnkitTurnEngine:
         # strategy, on the same frame, to end it.
         self.owed = OwedTurn(self.clock)
         self.answer_owed: str | None = None
+        # A Pipecat user turn is on: its controller started one and has not
+        # stopped it (each turnkit strategy's handlers say so).
+        self.user_turn = False
         # An LLM response is streaming (a ReplyTextTap says so): the bot
         # falling silent meanwhile is a gap in its reply, not its end.
         self.reply_streaming = False
@@ -209,6 +212,7 @@ class TurnkitTurnEngine:
         self._segment = None
         self.owed = OwedTurn(self.clock)
         self.answer_owed = None
+        self.user_turn = False
         self.reply_streaming = False
         self.detector.reset()
         self.timeline.reset()

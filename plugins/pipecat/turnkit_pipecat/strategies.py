@@ -127,7 +127,6 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         self._unstarted = False  # such a sound goes on
         self.owed_answered = 0  # turns the bot talked through, answered once it stopped
         self.murmurs_dropped = 0  # ... not owed: their words dropped from the aggregation
-        self._in_turn = False  # a user turn is on (Pipecat's controller says so)
         self._cut = False  # this reply was interrupted (its stop is not its end)
         # Function calls the conversation waits on (Pipecat broadcasts their
         # frames): the bot falling silent meanwhile is not its reply's end.
@@ -153,7 +152,7 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         if end is not None and await self._execute(ctl.on_turn_end(end.through_sound)):
             return ProcessFrameResult.CONTINUE
         if end is not None and not self.engine.bot_speaking:
-            if not self._in_turn:
+            if not self.engine.user_turn:
                 # A caller turn Pipecat never saw begin (it began under the
                 # bot's audio, which stopped before the turn ended): start it,
                 # so the stop strategy's end on this frame is answered.
@@ -242,7 +241,7 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
             return
         kept = self.engine.owed.kept
         owed = self.engine.owed.take(completed=not self._cut)
-        if self._in_turn:
+        if self.engine.user_turn:
             return
         if owed is None:
             if kept is not None and not self._cut:
@@ -258,7 +257,7 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         await self.trigger_user_turn_started()
 
     async def handle_user_turn_started(self) -> None:
-        self._in_turn = True
+        self.engine.user_turn = True
         self._tool_calls.clear()  # a user turn interrupts the calls it waited on
         self.engine.new_turn()
         self.reply_pending = False
@@ -271,7 +270,7 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
             )
 
     async def handle_user_turn_stopped(self) -> None:
-        self._in_turn = False
+        self.engine.user_turn = False
 
 
 class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
@@ -305,7 +304,6 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         self._speculation: UserTurnSpeculation | None = None
         self._stopped = False
         self._retry: bool | None = None  # a stop Pipecat ignored (confirms speculation?)
-        self._in_turn = False  # a user turn is on (Pipecat's controller says so)
         self.ignored = 0  # ends the bot talked through (kept: turnkit's OwedTurn)
         self.speculations = 0  # speculative inferences started
         self.kept = 0  # ... released by the confirmed end (words unchanged)
@@ -342,7 +340,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
                 await self._withdraw(self.drafter.on_transcript(self.engine.turn_transcript) is not None)
         for s in step.signals:
             if isinstance(s, TurnEndFrame):
-                if self.engine.bot_speaking and not self._in_turn:
+                if self.engine.bot_speaking and not self.engine.user_turn:
                     await self._ignored(s)
                 else:
                     await self._end()
@@ -427,7 +425,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         self._retry = None if self._stopped else confirms
 
     async def handle_user_turn_started(self) -> None:
-        self._in_turn = True
+        self.engine.user_turn = True
         if self.functions is not None:
             # A new caller turn interrupts the reply to the last one: its
             # reads stop, running writes finish (the gate shields them).
@@ -445,7 +443,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
                     break
 
     async def handle_user_turn_stopped(self) -> None:
-        self._in_turn = False
+        self.engine.user_turn = False
         self._stopped = True
         self._retry = None
         if self._speculation is not None:
