@@ -57,6 +57,8 @@ from turnkit_livekit.timeline import TimelineInput
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[2] / "tests"))
+from conftest import load_script  # noqa: E402  (the committed scripts, as the core tests load them)
 from lk_harness import (  # noqa: E402
     RECORDINGS,
     SR,
@@ -621,18 +623,7 @@ async def test_stream_reads_the_verdicts_of_judged_frames(
 def _early_okay(out: Path) -> Path:
     """order-natural-15 with its last caller turn an "Okay" said 1.3 s before
     the agent's last reply ends, then silence (scripts/realcall_variants.py)."""
-    import importlib.util
-
-    name = "realcall_variants"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, RECORDINGS.parent / "scripts" / f"{name}.py"
-        )
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod  # its dataclasses look themselves up there
-        spec.loader.exec_module(mod)
-    rv = sys.modules[name]
+    rv = load_script("realcall_variants")
     [(n, source, edit, opts)] = [v for v in rv.VARIANTS if v[0] == "early-okay1.3"]
     return rv.build(n, source, edit, opts, out)
 

@@ -8,10 +8,8 @@ bot speaks where the recorded agent did (``BotStarted/StoppedSpeakingFrame``).""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -37,21 +35,12 @@ from turnkit_pipecat.reply_text import ReplyTextTap
 from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def _variants() -> ModuleType:
-    name = "realcall_variants"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod  # its dataclasses look themselves up there
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
+sys.path.insert(0, str(ROOT / "tests"))
+from conftest import load_script  # noqa: E402  (the committed scripts, as the core tests load them)
 
 
 def _variant(tmp: Path, name: str) -> Recording:
-    rv = _variants()
+    rv = load_script("realcall_variants")
     [(n, source, edit, opts)] = [v for v in rv.VARIANTS if v[0] == name]
     return load_recording(rv.build(n, source, edit, opts, tmp))
 
