@@ -32,7 +32,7 @@ from turnkit.frames import LLMTextFrame
 from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.engine import HeldClock, SimulatedEngine
 from turnkit.replay.latency import LatencyModel
-from turnkit.replay.llm_source import LiveEngine, ModelTTFT, live_messages
+from turnkit.replay.llm_source import LiveEngine, LiveStream, ModelTTFT, live_messages
 from turnkit.replay.metrics import aggregate
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
@@ -123,7 +123,33 @@ async def test_live_engine_tokens_are_the_replies(engine: str) -> None:
     assert model_seen["agent"].decisions[0].at == agent.decisions[0].at
 
 
-async def test_history_after_a_barge_in_holds_the_heard_words(engine: str) -> None:
+@pytest.fixture
+def engine_paced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live engine's own tokens, timed at a fixed pace (first token 150
+    ms, then one every 25 ms) instead of its measured wall times: on a
+    loaded 2-core machine the engine streams several times slower, the
+    reply is still being written when the caller barges in, and what the
+    caller heard is then all there was (no cut to check). The history rule
+    under test does not depend on the engine's speed; the test must not."""
+    first = LiveStream.first
+
+    async def paced_first(self: LiveStream) -> float:
+        await first(self)
+        self.request.ttft_ms = self._engine.measured_ms[-1] = 150.0
+        self._paced = 0  # type: ignore[attr-defined]
+        return 150.0
+
+    def paced_offset(self: LiveStream) -> float:
+        self._paced += 1  # type: ignore[attr-defined]
+        return 150.0 + 25.0 * self._paced  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(LiveStream, "first", paced_first)
+    monkeypatch.setattr(LiveStream, "_offset_ms", paced_offset)
+
+
+async def test_history_after_a_barge_in_holds_the_heard_words(
+    engine: str, engine_paced: None
+) -> None:
     rec = load_recording(BARGE_IN_CALL)
     seen: dict[str, SimulatedAgent] = {}
     score = await replay_call(
