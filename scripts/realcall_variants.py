@@ -34,15 +34,18 @@ and recognisers write them: lower case, no punctuation ("sorry about that
 have you restarted the router"); the audio and every time are the call's.
 
 ``--noisy`` writes another set: the natural calls with a steady background
-under the caller's line, mixed in (not cut): pink noise (a car, a fan) or
+under the caller's line, mixed in (not cut): pink noise (a car, a fan),
 other voices (a television, an office: the demo's other agent tracks,
-three at once), 10-20 dB under the caller's speech.
+three at once) or a recorded room (a crowd, an office, a street: the
+ambience recordings in the livekit-agents wheel), 10-20 dB under the
+caller's speech.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import itertools
 import json
 import re
@@ -517,13 +520,41 @@ def _pink(n: int, rng: np.random.Generator) -> np.ndarray:
     return (x / (np.sqrt(np.mean(x**2)) + 1e-12)).astype(np.float32)
 
 
+# Recorded (not synthesised) rooms, from the livekit-agents wheel
+# (Apache-2.0; LiveKit's background-audio player ships them): a crowd's
+# babble, an office (voices, keyboards, a phone), a street. Real rooms are
+# not stationary as pink noise is, nor all speech as ``talk`` is.
+AMBIENCE = {
+    "crowd": "crowded-room.ogg",
+    "office": "office-ambience.ogg",
+    "city": "city-ambience.ogg",
+}
+
+
+def _ambience(name: str, n: int, rate: int, rng: np.random.Generator) -> np.ndarray:
+    """A LiveKit ambience recording, mono at ``rate``, looped from a seeded
+    offset to ``n`` samples, unit RMS."""
+    spec = importlib.util.find_spec("livekit.agents")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("the recorded-room variants need livekit-agents (pip install -e '.[livekit]')")
+    path = Path(next(iter(spec.submodule_search_locations))) / "resources" / name
+    a, r = sf.read(str(path), dtype="float32", always_2d=True)
+    a = a.mean(axis=1)
+    if r != rate:
+        a = soxr.resample(a, r, rate).astype(np.float32)
+    a = np.roll(a, -int(rng.integers(0, len(a))))
+    a = np.resize(a, n)
+    return (a / (float(np.sqrt(np.mean(a**2))) + 1e-12)).astype(np.float32)
+
+
 def background(call: Call, kind: str, snr_db: float, seed: int = 0) -> Call:
     """The caller's line with a steady background under it, ``snr_db`` below
     the caller's speech (RMS over their turns): ``pink`` (a car, a fan, line
-    hiss) or ``talk`` (a television or a room of other people: the demo's
+    hiss), ``talk`` (a television or a room of other people: the demo's
     other calls' agent voices, overlapped and looped, so it is speech that
-    is neither the caller's nor this call's agent). Labels unchanged: the
-    caller said the same words at the same times, in a noisier place."""
+    is neither the caller's nor this call's agent) or a recorded room
+    (``crowd``, ``office``, ``city``: :data:`AMBIENCE`). Labels unchanged:
+    the caller said the same words at the same times, in a noisier place."""
     out = call.copy()
     rate, x = out.caller_rate, out.caller
     rng = np.random.default_rng(seed)
@@ -532,6 +563,8 @@ def background(call: Call, kind: str, snr_db: float, seed: int = 0) -> Call:
     level = float(np.sqrt(np.mean(np.square(speech, dtype=np.float64))))
     if kind == "pink":
         bg = _pink(len(x), rng)
+    elif kind in AMBIENCE:
+        bg = _ambience(AMBIENCE[kind], len(x), rate, rng)
     else:
         others = sorted(p for p in (ROOT / "recordings").glob("*/agent.wav"))
         voices = []
@@ -615,6 +648,12 @@ NOISY: list[Variant] = [
     ("talk20", "internet-natural-14", lambda c: background(c, "talk", 20.0), {}),
     ("talk15", "order-natural-15", lambda c: background(c, "talk", 15.0), {}),
     ("talk15", "pharmacy-natural-17", lambda c: background(c, "talk", 15.0), {}),
+    ("crowd15", "billing-natural-12", lambda c: background(c, "crowd", 15.0), {}),
+    ("office15", "travel-natural-16", lambda c: background(c, "office", 15.0), {}),
+    ("city10", "appointment-natural-13", lambda c: background(c, "city", 10.0), {}),
+    ("crowd10", "order-natural-15", lambda c: background(c, "crowd", 10.0), {}),
+    ("office10", "internet-natural-14", lambda c: background(c, "office", 10.0), {}),
+    ("city15", "pharmacy-natural-17", lambda c: background(c, "city", 15.0), {}),
 ]
 
 FILLERS = {"uh", "um", "uhm", "er", "erm", "hmm"}
