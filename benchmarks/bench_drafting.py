@@ -52,7 +52,7 @@ def main() -> None:
         tts_ttfb_ms=args.tts_ttfb_ms,
         count_compute=not args.no_compute,
     )
-    plain = run(specs, ReplayConfig(**base), args.workers)
+    plain = run(specs, ReplayConfig(**base, eager=False), args.workers)
     eager = run(specs, ReplayConfig(**base, eager=True), args.workers)
     print(
         f"LLM TTFT {args.llm_ttft_ms} ms, TTS TTFB {args.tts_ttfb_ms} ms, "

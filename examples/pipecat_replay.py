@@ -1,7 +1,7 @@
 """Replay a recorded call through a real Pipecat pipeline, offline.
 
     python examples/pipecat_replay.py recordings/easy-order-status-01 -d silence [--compare]
-    python examples/pipecat_replay.py recordings -d fused --compare --compute fixed --eager
+    python examples/pipecat_replay.py recordings -d fused --compare --compute fixed [--no-eager]
 
 Caller audio goes in as InputAudioRawFrames and the manifest's words as
 Pipecat transcription frames, into Pipecat's LLMUserAggregator running the
@@ -51,7 +51,12 @@ async def main() -> int:
         help="model cost added to decisions: measured (wall clock), fixed (each model's "
         "benchmark figure: identical reruns) or none",
     )
-    ap.add_argument("--eager", action="store_true", help="eager drafts (the Responder's drafter)")
+    ap.add_argument(
+        "--eager",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="eager drafts (the Responder's drafter; on by default, as turnkit replay)",
+    )
     ap.add_argument(
         "--stt",
         choices=["streaming", "segmented"],

@@ -249,7 +249,9 @@ def test_a_date_written_in_digits_is_not_cut_inside(detector: str, tmp_path: Pat
     rule ended the turn inside the year: semantic-text cut it, and fused
     too before numerals were read as they are said."""
     rec = _written_copy(ROOT / "recordings" / "pharmacy-natural-17", tmp_path / "p17")
-    cfg = ReplayConfig(compute="fixed")
+    # The decisions are compared through the response: without drafts, whose
+    # use depends on the words each eager signal saw, not on the decision.
+    cfg = ReplayConfig(compute="fixed", eager=False)
     got = asyncio.run(replay_call(rec, detector, cfg))
     want = asyncio.run(
         replay_call(load_recording(ROOT / "recordings" / "pharmacy-natural-17"), detector, cfg)

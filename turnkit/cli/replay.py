@@ -148,8 +148,13 @@ def replay(
     seed: Annotated[int, typer.Option(help="seed for sampled latencies")] = 0,
     per_turn: Annotated[bool, typer.Option(help="also print every turn")] = False,
     eager: Annotated[
-        bool, typer.Option(help="draft replies on eager signals; use them if the turn is confirmed")
-    ] = False,
+        bool,
+        typer.Option(
+            help="draft replies on eager signals and use a draft if the turn is confirmed "
+            "with its words, as turnkit's Responder and Pipecat setups and LiveKit's "
+            "preemptive generation do (--no-eager: every reply waits for the commit)"
+        ),
+    ] = True,
     compute: Annotated[
         str,
         typer.Option(

@@ -115,7 +115,12 @@ class ReplayConfig(BaseModel):
         "model's recorded benchmark figure: identical reruns) or none",
     )
     count_compute: bool = Field(True, description="False: the same as compute='none'")
-    eager: bool = Field(False, description="start drafts on eager signals (EagerDrafter)")
+    eager: bool = Field(
+        True,
+        description="start drafts on eager signals (EagerDrafter), as the recommended "
+        "Responder and Pipecat setups and LiveKit's preemptive generation do; False: "
+        "every reply waits for the commit",
+    )
     filters: bool = Field(
         True, description="barge-in echo + acknowledgement filters (False: raw VAD baseline)"
     )
