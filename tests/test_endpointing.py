@@ -302,6 +302,11 @@ async def test_a_voice_under_the_callers_does_not_strand_them(spec: str) -> None
     # controllers then leave the reply to the detector's word).
     assert end.through_sound
     assert at - last_word == pytest.approx(STALLED_SURE_MS / 1000, abs=FRAME_S + 1e-6)
+    # ...and that the caller's speech ended with their last word, not with
+    # the sound (a host asking how long ago they spoke reads it: an
+    # "uh-huh" under a crowd over the agent's reply was answered when the
+    # reply ended, as if said at its close).
+    assert end.speech_end == pytest.approx(last_word)
     assert not [s for _, s in out if isinstance(s, TurnResumedFrame)]
     resumed = await d.say("i want to change my delivery address actually", spoken_until=d.t)
     assert [s for s in resumed if isinstance(s, TurnResumedFrame)] and d.det.turn_open

@@ -243,7 +243,7 @@ def test_replay_a_bid_stops_before_its_first_word_is_recognised(tmp_path: Path) 
     assert turn.stop_latency_ms <= 300
 
 
-@pytest.mark.parametrize("kind", ["pink", "talk"])
+@pytest.mark.parametrize("kind", ["pink", "talk", "crowd"])
 def test_background_sits_its_snr_under_the_caller_and_moves_no_label(kind: str) -> None:
     """The noisy-place variant mixes a steady background under the caller's
     line at the asked level below their speech (RMS over their turns) and
@@ -287,6 +287,25 @@ def test_other_voices_under_the_caller_strand_no_turn(
         assert all(t.response_ms is not None and t.response_ms < 2000 for t in score.turns), [
             t.response_ms for t in score.turns
         ]
+
+
+def test_an_acknowledgement_under_a_crowd_is_not_answered_when_the_reply_ends(
+    tmp_path: Path,
+) -> None:
+    """order-natural-15 in a crowded room (LiveKit's recording, 10 dB under
+    the caller): the caller's "uh-huh" 1.5 s before the agent's reply ends,
+    then the crowd's babble, which the VAD hears as speech. The stalled-words
+    rule ended that "turn" 1.2 s later, and its commit gave the sound's end
+    as the caller's speech end: inside the reply's last 1.2 s, so the
+    Responder answered the "uh-huh" once the reply ended — a reply nobody
+    asked for, over the caller's next words. The commit now gives the end
+    of the caller's last word."""
+    call = rv.background(rv.Call.load(RECORDINGS / "order-natural-15"), "crowd", 10.0)
+    rec = _save(call, tmp_path / "call", "order-natural-15-crowd10")
+    score = _replay(rec, "fused")
+    for reply in score.replies:
+        assert "answered once it stopped" not in reply["reason"], reply
+    assert not any(t.missed for t in score.turns), score.turns
 
 
 def test_drawn_out_fillers_move_every_label_with_the_audio() -> None:

@@ -193,7 +193,8 @@ class TurnEndFrame(SystemFrame):
     the VAD's where words it did not hear opened the turn. ``through_sound``:
     the detector ended the turn while a sound went on that it takes for not
     the caller's (words stopped under a television): that sound going on is
-    no sign the caller did; their words will be (a ``TurnResumedFrame``)."""
+    no sign the caller did; their words will be (a ``TurnResumedFrame``),
+    and ``speech_end`` is where those words stopped (their last one's end)."""
 
     detector: str = ""
     probability: float | None = None

@@ -861,11 +861,17 @@ class Endpointing:
                     self._stalled = True
                     self._stall_quiet_ms = 0.0
                     why = f"no new words in {self._wordless_ms:.0f} ms of speech{verdict}"
-                    out.append(
-                        self._commit(
-                            stall, 0.0, policy.max_wait_ms, policy, why=why, through_sound=True
-                        )
+                    end = self._commit(
+                        stall, 0.0, policy.max_wait_ms, policy, why=why, through_sound=True
                     )
+                    # The caller's speech ended with their last word, not
+                    # with the sound the turn was ended through (a crowd,
+                    # a television): a host judging how long ago the
+                    # caller spoke (an "uh-huh" over the agent's reply, is
+                    # it owed an answer when the reply ends?) reads that.
+                    if 0.0 < self.spoken_until < now:
+                        end.speech_end = self.spoken_until
+                    out.append(end)
                     return out
             out += await self._maybe_early()
             await self._maybe_prelook(vad)
