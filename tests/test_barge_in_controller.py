@@ -235,6 +235,28 @@ def test_a_caller_going_on_as_the_reply_starts_stops_it_before_their_second_word
     assert bid.stop_latency_ms < 300
 
 
+def test_a_caller_going_on_as_the_reply_starts_is_held_past_an_okay_the_audio_paused(
+    tmp_path: Path,
+) -> None:
+    """billing-natural-12 with its third to fifth caller turns back to back
+    0.6 s apart (the real-call variant b2b3-gap0.6): the drafted reply to
+    "...I got charged for it twice." starts 14 ms before the caller goes on,
+    "Okay great and how long does that usually take?". The audio held the
+    agent at 0.2 s; "okay" then released it as an acknowledgement, and the
+    agent talked over the caller until "and" (702 ms). Begun with the
+    reply's first audio, the held "okay" with speech going on past it is
+    the caller's own turn: the stop comes within 300 ms of their onset."""
+    rv = load_script("realcall_variants")
+    call = rv.back_to_back(rv.Call.load(REC / "billing-natural-12"), 2, 3, 0.6)
+    call.meta["id"] = "billing-natural-12-b2b3-gap0.6"
+    call.save(tmp_path / "b2b3")
+    rec = load_recording(tmp_path / "b2b3")
+    score = asyncio.run(replay_call(rec, "fused", ReplayConfig(compute="fixed", eager=True)))
+    okay = next(t for t in score.turns if rec.caller_turns[t.turn].text.startswith("Okay great"))
+    assert okay.barge_in and okay.barge_in_stopped, okay
+    assert okay.stop_latency_ms is not None and okay.stop_latency_ms < 300, okay
+
+
 # Said over the agent's statement (no question: "yeah" answers nothing).
 STATEMENT = "Friday at nine is open, and doctor Lee will see you in room four on the second floor."
 

@@ -849,6 +849,15 @@ class BargeInController:
             self.acknowledgements.append((self.clock.now(), text))
             self.ack_count += 1
         if self._paused:
+            if seg.launch and seg.speaking and seg.launch_voiced_s is None:
+                # Held already by its audio, begun with the agent's first
+                # audio and still going: the same test as below, whether
+                # the caller talks on past the words ("okay | great and
+                # how long...": a caller going on with their own turn as
+                # the reply launched was released by its "okay" and
+                # stopped the agent only at "and", 0.7 s in).
+                seg.launch_voiced_s = seg.voiced_s
+                self.reason = f"acknowledgement begun with the agent's first audio: {text!r}"
             if seg.launch_voiced_s is not None:
                 return Action.KEEP  # held to see whether the caller talks on past them
             if (
