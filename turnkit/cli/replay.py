@@ -385,7 +385,7 @@ def replay(
             warn(note)
             warnings.append({"path": None, "detector": r["detector"], "warning": note})
 
-    _print_results(results, len(calls), len(failed), elapsed, n_workers)
+    _print_results(results, len(calls), len(failed), elapsed, n_workers, config.eager)
     _print_subsets(results)
     _print_drafting(results)
     _print_live(results)
@@ -552,10 +552,19 @@ def _print_live(results: list[dict[str, Any]]) -> None:
 
 
 def _print_results(
-    results: list[dict[str, Any]], n_calls: int, n_failed: int, elapsed: float, workers: int
+    results: list[dict[str, Any]],
+    n_calls: int,
+    n_failed: int,
+    elapsed: float,
+    workers: int,
+    eager: bool = True,
 ) -> None:
+    # Whether replies were drafted moves every response figure by ~100 ms:
+    # say which agent these are (and, per detector, what it cost in requests).
+    drafts = "replies drafted on eager signals" if eager else "no drafts (--no-eager)"
     table = Table(
-        title=f"turnkit replay — {n_calls - n_failed}/{n_calls} calls, {workers} workers, {elapsed:.1f} s",
+        title=f"turnkit replay — {n_calls - n_failed}/{n_calls} calls, {workers} workers, "
+        f"{elapsed:.1f} s, {drafts}",
         title_justify="left",
     )
     for col, just in (
@@ -570,6 +579,7 @@ def _print_results(
         ("false barge-in bc/echo/noise", "right"),
         ("barge-in recall", "right"),
         ("stop p50", "right"),
+        ("LLM req/turn", "right"),
         ("× RT/core", "right"),
     ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
@@ -588,6 +598,7 @@ def _print_results(
             " / ".join(_fmt(fbi[k], pct=True) for k in ("backchannel", "echo", "noise")),
             _fmt(r["barge_in_recall"], pct=True),
             _fmt(r["barge_in_stop_ms"]["p50"], " ms"),
+            f"{r['llm_requests_per_turn']:.2f}",
             "—" if speed is None else f"{speed:.0f}×",
         )
     out.print(table)
