@@ -15,12 +15,7 @@ from pipecat.frames.frames import (
     TTSTextFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.processors.aggregators.llm_response_universal import (
-    LLMUserAggregator,
-    LLMUserAggregatorParams,
-)
 from pipecat.tests.utils import run_test
-from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from test_pipecat_plugin import CORPUS
 from turnkit.audio.wav import read_wav
 from turnkit.barge_in.controller import Action, BargeInController
@@ -29,7 +24,7 @@ from turnkit.replay.recording import load_recording
 
 from turnkit_pipecat import TurnkitTurnEngine, TurnkitUserTurnStartStrategy
 from turnkit_pipecat.echo import EchoReferenceTap
-from turnkit_pipecat.replay import recording_frames, run_frames
+from turnkit_pipecat.replay import recording_frames, replay_user_aggregator, run_frames
 from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
 
 NAME = "account-bargein-07"
@@ -65,16 +60,7 @@ async def _interruptions(policy_for, echo: bool) -> tuple[TurnkitUserTurnStartSt
     engine = TurnkitTurnEngine("silence", echo=filt)
     policy: BargeInController = policy_for(engine)
     start = TurnkitUserTurnStartStrategy(engine, barge_in=policy)
-    agg = LLMUserAggregator(
-        LLMContext(),
-        params=LLMUserAggregatorParams(
-            user_turn_strategies=UserTurnStrategies(
-                start=[start], stop=[TurnkitUserTurnStopStrategy(engine)]
-            ),
-            user_turn_stop_timeout=3600.0,
-            audio_idle_timeout=0,
-        ),
-    )
+    agg = replay_user_aggregator(LLMContext(), start, TurnkitUserTurnStopStrategy(engine))
     at: list[float] = []
     orig = start._interrupt
 

@@ -28,20 +28,15 @@ from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.runner import PipelineRunner
 from pipecat.pipeline.task import PipelineParams, PipelineTask
 from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.processors.aggregators.llm_response_universal import (
-    LLMUserAggregator,
-    LLMUserAggregatorParams,
-)
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.openai.llm import OpenAILLMService
-from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit.clock import VirtualClock
 from turnkit.drafting.drafter import EagerDrafter
 from turnkit.drafting.tools import tool
 from turnkit.replay.recording import load_recording
 
 from turnkit_pipecat import TurnkitTurnEngine, TurnkitUserTurnStartStrategy
-from turnkit_pipecat.replay import recording_frames, run_frames
+from turnkit_pipecat.replay import recording_frames, replay_user_aggregator, run_frames
 from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
 from turnkit_pipecat.tools import GatedFunctions
 
@@ -67,17 +62,7 @@ class Tap(FrameProcessor):
 
 
 def _user(engine: TurnkitTurnEngine, stop: TurnkitUserTurnStopStrategy, ctx: LLMContext):
-    return LLMUserAggregator(
-        ctx,
-        params=LLMUserAggregatorParams(
-            user_turn_strategies=UserTurnStrategies(
-                start=[TurnkitUserTurnStartStrategy(engine)], stop=[stop]
-            ),
-            user_turn_stop_timeout=3600.0,
-            audio_idle_timeout=0,
-        ),
-    )
-
+    return replay_user_aggregator(ctx, TurnkitUserTurnStartStrategy(engine), stop)
 
 
 

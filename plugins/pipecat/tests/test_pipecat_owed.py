@@ -22,15 +22,10 @@ from pipecat.frames.frames import (
     LLMFullResponseStartFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.processors.aggregators.llm_response_universal import (
-    LLMUserAggregator,
-    LLMUserAggregatorParams,
-)
-from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit.replay.recording import Recording, load_recording
 
 from turnkit_pipecat import TurnkitTurnEngine, TurnkitUserTurnStartStrategy
-from turnkit_pipecat.replay import recording_frames, run_frames
+from turnkit_pipecat.replay import recording_frames, replay_user_aggregator, run_frames
 from turnkit_pipecat.reply_text import ReplyTextTap
 from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
 
@@ -91,14 +86,7 @@ async def _user_turns(
     context = LLMContext()
     start = TurnkitUserTurnStartStrategy(engine)
     stop = TurnkitUserTurnStopStrategy(engine, context=context)
-    agg = LLMUserAggregator(
-        context,
-        params=LLMUserAggregatorParams(
-            user_turn_strategies=UserTurnStrategies(start=[start], stop=[stop]),
-            user_turn_stop_timeout=3600.0,
-            audio_idle_timeout=0,
-        ),
-    )
+    agg = replay_user_aggregator(context, start, stop)
     written: list[tuple[str, bool]] = []
 
     @agg.event_handler("on_user_turn_stopped")

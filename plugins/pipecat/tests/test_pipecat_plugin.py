@@ -31,11 +31,9 @@ from pipecat.pipeline.task import PipelineTask
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import (
     LLMUserAggregator,
-    LLMUserAggregatorParams,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import run_test
-from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit.replay.oracle import oracle_words
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
@@ -48,22 +46,21 @@ from turnkit_pipecat import (
     TurnkitUserTurnStopStrategy,
     TurnMetricsObserver,
 )
-from turnkit_pipecat.replay import recording_frames, replay_in_pipecat, run_frames
+from turnkit_pipecat.replay import (
+    recording_frames,
+    replay_in_pipecat,
+    replay_user_aggregator,
+    run_frames,
+)
 
 CORPUS = Path(__file__).resolve().parents[3] / "recordings"
 
 
 def _aggregator(engine: TurnkitTurnEngine, context: LLMContext) -> LLMUserAggregator:
-    return LLMUserAggregator(
+    return replay_user_aggregator(
         context,
-        params=LLMUserAggregatorParams(
-            user_turn_strategies=UserTurnStrategies(
-                start=[TurnkitUserTurnStartStrategy(engine)],
-                stop=[TurnkitUserTurnStopStrategy(engine, context=context)],
-            ),
-            user_turn_stop_timeout=3600.0,
-            audio_idle_timeout=0,
-        ),
+        TurnkitUserTurnStartStrategy(engine),
+        TurnkitUserTurnStopStrategy(engine, context=context),
     )
 
 
@@ -175,16 +172,7 @@ async def test_barge_in_policy_decides_interruptions_while_the_bot_speaks() -> N
     audio = [f for f in recording_frames(rec) if isinstance(f, InputAudioRawFrame)]
     engine = TurnkitTurnEngine("silence")
     start = TurnkitUserTurnStartStrategy(engine)
-    agg = LLMUserAggregator(
-        LLMContext(),
-        params=LLMUserAggregatorParams(
-            user_turn_strategies=UserTurnStrategies(
-                start=[start], stop=[TurnkitUserTurnStopStrategy(engine)]
-            ),
-            user_turn_stop_timeout=3600.0,
-            audio_idle_timeout=0,
-        ),
-    )
+    agg = replay_user_aggregator(LLMContext(), start, TurnkitUserTurnStopStrategy(engine))
     # The bot is talking from the start: the caller's first words barge in.
     await run_test(agg, frames_to_send=[BotStartedSpeakingFrame(), *audio])
     assert engine.bot_speaking

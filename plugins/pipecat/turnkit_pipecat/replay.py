@@ -87,6 +87,7 @@ __all__ = [
     "feed_frames",
     "recording_frames",
     "replay_in_pipecat",
+    "replay_user_aggregator",
     "run_frames",
 ]
 
@@ -204,6 +205,25 @@ async def feed_frames(
             await engine.wait_fed(f)
         elif agent is not None and isinstance(f, InputAudioRawFrame):
             await agent.wait_seen(f)
+
+
+def replay_user_aggregator(
+    context: LLMContext,
+    start: TurnkitUserTurnStartStrategy,
+    stop: TurnkitUserTurnStopStrategy,
+) -> LLMUserAggregator:
+    """Pipecat's user aggregator running the turnkit strategies, for a
+    recorded call fed faster than real time: Pipecat's wall-clock watchdogs
+    (the user turn's stop timeout, the audio idle timeout) would fire on the
+    compressed time, so they are off."""
+    return LLMUserAggregator(
+        context,
+        params=LLMUserAggregatorParams(
+            user_turn_strategies=UserTurnStrategies(start=[start], stop=[stop]),
+            user_turn_stop_timeout=3600.0,
+            audio_idle_timeout=0,
+        ),
+    )
 
 
 async def run_frames(
@@ -393,18 +413,10 @@ async def replay_in_pipecat(
     if gate:
         engine.echo = gate[0].echo
     context = LLMContext()
-    user = LLMUserAggregator(
+    user = replay_user_aggregator(
         context,
-        params=LLMUserAggregatorParams(
-            user_turn_strategies=UserTurnStrategies(
-                start=[TurnkitUserTurnStartStrategy(engine)],
-                stop=[TurnkitUserTurnStopStrategy(engine, context=context)],
-            ),
-            # Replay runs faster than real time: Pipecat's wall-clock watchdogs
-            # would fire on compressed time, so they are off.
-            user_turn_stop_timeout=3600.0,
-            audio_idle_timeout=0,
-        ),
+        TurnkitUserTurnStartStrategy(engine),
+        TurnkitUserTurnStopStrategy(engine, context=context),
     )
     agent = LatencyModelAgent(engine, rec, detector_spec, config, barge_in, agent_clock)
     agent.context = context
