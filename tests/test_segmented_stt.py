@@ -79,7 +79,8 @@ def test_a_segmented_replay_judges_what_the_recogniser_has_written() -> None:
     rec = load_recording(CALL)
     got: dict[str, list] = {}
     for mode, delay in (("streaming", 0), ("segmented", 500)):
-        cfg = ReplayConfig(compute="fixed", stt=mode, stt_delay_ms=delay)
+        # No drafts: a draft out would hold that commit past the caller's "and".
+        cfg = ReplayConfig(compute="fixed", stt=mode, stt_delay_ms=delay, eager=False)
         asyncio.run(
             replay_call(rec, "fused", cfg, observe=lambda a, m=mode: got.setdefault(m, a.decisions))
         )

@@ -428,13 +428,17 @@ async def test_replay_on_corpus_calls_decides_with_model_cost(call):
     # hangover the first look runs in (64 -> 96 ms of silence); the wall
     # clock may not on a fast, idle machine (CI failed so once): only the
     # fixed run asserts a charge, the measured one that charges are sane.
+    # No drafts: a draft out would hold each commit until its first token,
+    # long after the look's cost is paid.
     rec = load_recording(CORPUS / call)
-    score = await replay_call(rec, "smart-turn:min_wait_ms=0", ReplayConfig(compute="fixed"))
+    score = await replay_call(
+        rec, "smart-turn:min_wait_ms=0", ReplayConfig(compute="fixed", eager=False)
+    )
     assert score.decisions > 0
     assert len(score.compute_ms) == score.decisions
     assert any(c > 0 for c in score.compute_ms)
     assert all(c >= 0 for c in score.compute_ms)
     assert any(t.response_ms is not None for t in score.turns)
-    measured = await replay_call(rec, "smart-turn:min_wait_ms=0", ReplayConfig())
+    measured = await replay_call(rec, "smart-turn:min_wait_ms=0", ReplayConfig(eager=False))
     assert measured.decisions > 0 and len(measured.compute_ms) == measured.decisions
     assert all(c >= 0 for c in measured.compute_ms)

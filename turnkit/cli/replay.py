@@ -41,6 +41,7 @@ _OPTION_OF = {
     "timeout_s": "--timeout-s",
     "seed": "--seed",
     "eager": "--eager",
+    "draft_hold": "--draft-hold",
     "compute": "--compute",
     "filters": "--no-filters",
     "llm_url": "--llm-url",
@@ -155,6 +156,15 @@ def replay(
             "preemptive generation do (--no-eager: every reply waits for the commit)"
         ),
     ] = True,
+    draft_hold: Annotated[
+        bool,
+        typer.Option(
+            help="with --eager: a commit waits for its draft's first token (the LLM TTFT's "
+            "5th percentile after the draft starts), and a commit due within that time drafts "
+            "first: replies as soon, fewer callers cut off (--no-draft-hold: commits where "
+            "the wait puts them, as Pipecat's and LiveKit's own drafting do)"
+        ),
+    ] = True,
     compute: Annotated[
         str,
         typer.Option(
@@ -256,6 +266,7 @@ def replay(
             timeout_s=timeout_s,
             seed=seed,
             eager=eager,
+            draft_hold=draft_hold,
             compute=compute,
             filters=not no_filters,
             llm_url=llm_url,
@@ -385,7 +396,9 @@ def replay(
             warn(note)
             warnings.append({"path": None, "detector": r["detector"], "warning": note})
 
-    _print_results(results, len(calls), len(failed), elapsed, n_workers, config.eager)
+    _print_results(
+        results, len(calls), len(failed), elapsed, n_workers, config.eager, config.draft_hold
+    )
     _print_subsets(results)
     _print_drafting(results)
     _print_live(results)
@@ -558,10 +571,13 @@ def _print_results(
     elapsed: float,
     workers: int,
     eager: bool = True,
+    draft_hold: bool = True,
 ) -> None:
     # Whether replies were drafted moves every response figure by ~100 ms:
     # say which agent these are (and, per detector, what it cost in requests).
     drafts = "replies drafted on eager signals" if eager else "no drafts (--no-eager)"
+    if eager and not draft_hold:
+        drafts += ", commits not held for them (--no-draft-hold)"
     table = Table(
         title=f"turnkit replay — {n_calls - n_failed}/{n_calls} calls, {workers} workers, "
         f"{elapsed:.1f} s, {drafts}",

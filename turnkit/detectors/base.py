@@ -16,7 +16,7 @@ to the decision time.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import PydanticCustomError
@@ -34,6 +34,9 @@ from turnkit.frames import (
 )
 from turnkit.net import TargetRefused, check_target
 from turnkit.text.recogniser import RecogniserKind
+
+if TYPE_CHECKING:
+    from turnkit.drafting.drafter import EagerDrafter
 
 __all__ = ["DetectorParams", "EndOfTurnDetector", "TurnSignal", "check_spec_target"]
 
@@ -104,6 +107,13 @@ class EndOfTurnDetector:
         """The host's recogniser, where it knows (see
         :meth:`~turnkit.detectors.endpointing.Endpointing.set_recogniser`)."""
         self.endpointing.set_recogniser(kind)
+
+    def attach_drafter(self, drafter: EagerDrafter | None) -> None:
+        """The host's drafter (None: it drafts nothing): with its
+        ``first_token_ms`` set, a pause with a draft out commits no sooner
+        than the draft's first token, and a commit due within that time
+        sends an eager signal first (see :mod:`turnkit.drafting.drafter`)."""
+        self.endpointing.drafts = drafter
 
     def set_compute(self, mode: ComputeMode) -> None:
         """How model cost delays a decision: measured, fixed (the recorded

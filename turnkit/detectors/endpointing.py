@@ -20,6 +20,12 @@ one pause state machine, which owns all the waiting:
   ``early_eager`` a text scorer may send it on the first quiet frame, before
   the VAD confirms the pause; speech after either yields
   :class:`~turnkit.frames.TurnResumedFrame`;
+* **a draft out holds the commit** (a host that drafts on eager signals and
+  attached its drafter, knowing the engine's time to a first token): a
+  pause commits no sooner than the draft for its words has that token (a
+  commit before brings the reply no sooner; a caller who goes on inside
+  it is cut off), and a commit due within that time sends its eager
+  signal first (:meth:`Endpointing._draft_holds`);
 * **one stale-transcript rule**: words whose last one was spoken before the
   previous commit's speech end belong to that turn, not this one;
 * **a ceiling**: no wait exceeds ``max_wait_ms``, whatever the scorer says
@@ -67,7 +73,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -97,6 +103,9 @@ from turnkit.text.normalize import normalize_text
 from turnkit.text.numerals import DIGIT_WORDS, spoken_numbers
 from turnkit.text.question import announces_more, read_agent
 from turnkit.text.recogniser import RecogniserKind, StreamingWatch
+
+if TYPE_CHECKING:
+    from turnkit.drafting.drafter import EagerDrafter
 
 __all__ = [
     "ANNOUNCE_FLOOR_MS",
@@ -465,6 +474,9 @@ class Endpointing:
         self._policy_cache: tuple[tuple[str, str], WaitPolicy] | None = None
         self.spec = spec
         self.compute: ComputeMode = compute
+        # The host's drafter, where it drafts replies on eager signals and
+        # knows when a draft has its first token (see :meth:`_draft_holds`).
+        self.drafts: EagerDrafter | None = None
         self._describe = describe
         hears = scorer is not None and scorer.hears_audio
         self._audio = (
@@ -922,15 +934,18 @@ class Endpointing:
             # finished the audio sounds, that is not a turn the agent can
             # answer yet: the ceiling, as for any turn without text evidence.
             wait = max(wait, policy.max_wait_ms)
-        if silent_ms >= wait - 1e-6:
+        p = pause.score.p if pause.score is not None else None
+        # With a drafting host, a commit due before a draft sent now could
+        # have its first token (due now included) drafts first: the reply
+        # comes as soon, and the caller has that long to go on uncut.
+        draft_first = not pause.eager_sent and p is not None and self._commit_due(wait - silent_ms)
+        if silent_ms >= wait - 1e-6 and not draft_first and not self._draft_holds(now):
             out.append(self._commit(pause, silent_ms, wait, policy))
             return out
-        p = pause.score.p if pause.score is not None else None
         if (
             not pause.eager_sent
-            and policy.eager is not None
             and p is not None
-            and p >= policy.eager
+            and (draft_first or (policy.eager is not None and p >= policy.eager))
         ):
             pause.eager_sent = True
             self.signalled = True  # speech after this yields TurnResumedFrame
@@ -1035,6 +1050,23 @@ class Endpointing:
                 compute_ms=self._charge(score),
             )
         ]
+
+    def _draft_holds(self, now: float) -> bool:
+        """A draft is out and has no first token yet: a commit now would
+        bring the reply no sooner (its words come when they come), while a
+        caller going on before then would be cut off. So the commit waits
+        for it (a longer wait of the policy's stands)."""
+        ready = self.drafts.ready_at(self.turn_text()) if self.drafts is not None else None
+        return ready is not None and now < ready - 1e-9
+
+    def _commit_due(self, left_ms: float) -> bool:
+        """The wait ends within a draft's time to its first token: a draft
+        sent now only brings that reply sooner (and one the caller talks
+        over is dropped), so the pause sends its eager signal."""
+        if self.drafts is None or not self.turn_text():
+            return False
+        lead = self.drafts.params.first_token_ms
+        return lead > 0.0 and left_ms <= lead + 1e-6
 
     def _commit(
         self,

@@ -14,7 +14,14 @@ confirmed turn may use it:
   normalised transcript) cancels the draft;
 * the confirmed **end** of turn *uses* the draft if the normalised
   transcript is unchanged since it started, else cancels it and asks for a
-  fresh request.
+  fresh request;
+* a draft's **first token**: with ``first_token_ms`` (the engine's time to a
+  first token, its low end) the drafter says when the running draft will
+  have one (:meth:`EagerDrafter.ready_at`). The detector it is attached to
+  (``detector.attach_drafter``) commits a pause with a draft out no sooner —
+  a commit before then brings the reply no sooner, while a caller who goes
+  on inside it is cut off — and sends an eager signal whenever its wait
+  would end within that time of now (the draft then only speeds the reply).
 
 The drafter holds no tokens and plays nothing: hosts do (the replay's agent,
 a Pipecat or LiveKit plugin); by default a draft's tokens are held, not
@@ -48,6 +55,13 @@ class DraftParams(BaseModel):
     max_drafts: int = Field(2, ge=1, description="drafts per caller turn at most")
     max_speech_s: float = Field(
         12.0, gt=0, description="no draft once the caller has spoken this long in the turn"
+    )
+    first_token_ms: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="how long the engine takes to a draft's first token (its TTFT, the low "
+        "end): the attached detector commits no sooner after a draft starts; 0: it does not wait",
     )
 
 
@@ -117,6 +131,19 @@ class EagerDrafter:
         self.stats.started += 1
         self.current = Draft(id=self._ids, text=norm, started_at=self.clock.now())
         return self.current
+
+    def ready_at(self, text: str | None = None) -> float | None:
+        """When the running draft will have its first token (clock time);
+        None without a running draft or ``first_token_ms``, or when the
+        draft does not answer ``text`` (the words a commit now would end the
+        turn on: a draft for other words is void, whether or not the host
+        has told the drafter yet)."""
+        d = self.current
+        if d is None or d.state != "running" or self.params.first_token_ms <= 0.0:
+            return None
+        if text is not None and normalize_text(text) != d.text:
+            return None
+        return d.started_at + self.params.first_token_ms / 1000.0
 
     def on_end(self, text: str) -> tuple[Literal["use", "fresh"], Draft | None]:
         """The turn is confirmed: use the draft if it answers these words."""

@@ -44,7 +44,7 @@ from turnkit.clock import VirtualClock
 from turnkit.detectors.endpointing import ComputeMode
 from turnkit.detectors.processor import TurnDetectorProcessor
 from turnkit.detectors.registry import DetectorSpecError, create_detector
-from turnkit.drafting.drafter import EagerDrafter
+from turnkit.drafting.drafter import DraftParams, EagerDrafter
 from turnkit.drafting.responder import Responder
 from turnkit.drafting.tools import ToolGate
 from turnkit.frames import AudioInFrame, EndFrame, StartFrame
@@ -120,6 +120,13 @@ class ReplayConfig(BaseModel):
         description="start drafts on eager signals (EagerDrafter), as the recommended "
         "Responder and Pipecat setups and LiveKit's preemptive generation do; False: "
         "every reply waits for the commit",
+    )
+    draft_hold: bool = Field(
+        True,
+        description="with eager: the drafter knows the engine's time to a first token (the "
+        "LLM TTFT's 5th percentile), so a commit waits for a draft's first token and one due "
+        "within that time drafts first; False: commits where the wait puts them, as Pipecat's "
+        "speculation and LiveKit's preemptive generation do",
     )
     filters: bool = Field(
         True, description="barge-in echo + acknowledgement filters (False: raw VAD baseline)"
@@ -294,7 +301,18 @@ async def replay_agent(
         clock,
         emit=agent.on_llm_text,
         system_prompt=SYSTEM_PROMPT,
-        drafter=EagerDrafter(clock) if config.eager else None,
+        # The drafter knows the engine's first-token time (its low end), as
+        # a drafting host tells it: commits wait for a draft's first token.
+        drafter=EagerDrafter(
+            clock,
+            DraftParams(
+                first_token_ms=LatencyModel.parse(config.llm_ttft_ms).percentile(0.05)
+                if config.draft_hold
+                else 0.0
+            ),
+        )
+        if config.eager
+        else None,
         gate=tool_gate,
         fillers=fillers,
         cursor=cursor,
@@ -349,6 +367,7 @@ async def replay_call(
     if rec.caller_rate is not None:
         timeline.set_source_rate(rec.caller_rate)
     agent, tools = await replay_agent(rec, clock, barge_in, llm, rng, config, compute != "none")
+    detector.attach_drafter(agent._r().drafter)
     pipeline = Pipeline(
         [
             *(p for p in gate if not isinstance(p, EchoGateProcessor)),

@@ -421,6 +421,10 @@ async def replay_in_pipecat(
     agent = LatencyModelAgent(engine, rec, detector_spec, config, barge_in, agent_clock)
     agent.context = context
     await agent.start_sim()
+    # The Responder's drafter (its first-token time set as turnkit replay
+    # sets it): the detector's commits wait for its drafts, as there.
+    assert agent.agent is not None
+    engine.detector.attach_drafter(agent.agent._r().drafter)
     frames = recording_frames(
         rec,
         stt_delay_s=config.stt_delay_ms / 1000,

@@ -278,7 +278,11 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
 
     Evidence: every caller frame with the VAD verdict, the transcripts, and
     the bot's last words as context for text detectors. With ``drafter``,
-    eager signals run speculative inference that the end keeps or withdraws.
+    eager signals run speculative inference that the end keeps or withdraws;
+    a drafter given its engine's first-token time
+    (``EagerDrafter(clock, DraftParams(first_token_ms=...))``) also holds each
+    end until the speculation's first token could be there (an end sooner
+    brings the reply no sooner, and cuts off a caller who goes on).
     With ``functions``, the tool gate follows the same drafts and turns.
     An end while the bot speaks with no user turn on (the start strategy let
     the bot talk through that speech) is kept in the engine's
@@ -299,6 +303,9 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.engine = engine
         self.drafter = drafter
+        # With its first_token_ms set, the detector's commits wait for a
+        # speculation's first token (and draft a commit that is due first).
+        engine.detector.attach_drafter(drafter)
         self.context = context
         self.functions = functions
         self._speculation: UserTurnSpeculation | None = None

@@ -1,0 +1,75 @@
+"""A drafting host's commit waits for its draft's first token, and a commit
+due within that time drafts first (``DraftParams.first_token_ms``, read by
+the detector the drafter is attached to): replies come as soon as before,
+callers who go on inside that time are not cut off, and turns that wait
+long get their draft."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from turnkit.clock import VirtualClock
+from turnkit.detectors.registry import create_detector
+from turnkit.drafting.drafter import DraftParams, EagerDrafter
+from turnkit.frames import TranscriptFrame
+from turnkit.replay.recording import load_recording
+from turnkit.replay.simulator import ReplayConfig, replay_call
+
+CORPUS = Path(__file__).resolve().parent.parent / "recordings"
+
+
+async def test_a_caller_going_on_inside_the_drafts_time_is_not_cut_off() -> None:
+    """travel-natural-16's "From Chicago, | and uh I'd like to leave in the
+    morning." (0.26 s after the comma, audio 0.99 and words 0.98 finished):
+    committed at the comma without a drafter (a cut: that reply is cancelled
+    before its audio); with one, the commit waits for the draft's first
+    token, the caller goes on first, and the turn's end is answered as
+    quickly as the cut reply would have been."""
+    rec = load_recording(CORPUS / "travel-natural-16")
+    plain = await replay_call(rec, "fused", ReplayConfig(compute="fixed", eager=False))
+    drafted = await replay_call(rec, "fused", ReplayConfig(compute="fixed"))
+    assert plain.turns[1].interrupted
+    assert not drafted.turns[1].interrupted
+    assert drafted.turns[1].response_ms is not None and plain.turns[1].response_ms is not None
+    assert drafted.turns[1].response_ms <= plain.turns[1].response_ms
+    replies = [r for r in drafted.replies if r.get("turn") == 1]
+    assert len(replies) == 1 and replies[0]["drafted"]
+    assert drafted.drafts is not None and drafted.drafts["cancelled"] >= 1  # the one at the comma
+
+
+async def test_a_turn_that_waits_its_ceiling_is_drafted_before_it() -> None:
+    """order-natural-15's order number read out ("It's uh B as in boy seven
+    two five"): the digit run waits its ceiling, too unsure for an eager
+    signal; the commit is due within the draft's time, so the draft starts
+    then and the reply comes ~300 ms sooner."""
+    rec = load_recording(CORPUS / "order-natural-15")
+    plain = await replay_call(rec, "fused", ReplayConfig(compute="fixed", eager=False))
+    drafted = await replay_call(rec, "fused", ReplayConfig(compute="fixed"))
+    before, after = plain.turns[1].response_ms, drafted.turns[1].response_ms
+    assert before is not None and after is not None
+    assert after <= before - 250
+    assert [r["drafted"] for r in drafted.replies if r.get("turn") == 1] == [True]
+
+
+async def test_without_a_first_token_time_the_drafter_holds_nothing() -> None:
+    """A drafter that does not know its engine's first-token time (the
+    default) leaves every commit where the wait puts it."""
+    clock = VirtualClock()
+    det = create_detector("fused", clock)
+    det.attach_drafter(EagerDrafter(clock))
+    ep = det.endpointing
+    assert ep.drafts is not None and ep.drafts.ready_at() is None
+    assert not ep._draft_holds(clock.now())
+    held = EagerDrafter(clock, DraftParams(first_token_ms=350))
+    det.attach_drafter(held)
+    await det.on_transcript(TranscriptFrame(at=0.0, text="a table for two", spoken_until=0.0))
+    assert held.on_eager("a table for two") is not None
+    assert ep._draft_holds(clock.now())
+    # Words the draft does not answer: no hold, whether or not the host has
+    # voided the draft yet (hosts tell the drafter a frame apart).
+    await det.on_transcript(TranscriptFrame(at=0.0, text="a table for two at", spoken_until=0.0))
+    assert held.current is not None and not ep._draft_holds(clock.now())
+    await det.on_transcript(TranscriptFrame(at=0.0, text="a table for two", spoken_until=0.0))
+    assert ep._draft_holds(clock.now())
+    await clock.advance_to(0.35)
+    assert not ep._draft_holds(clock.now())
