@@ -372,16 +372,6 @@ def make_call(idx: int, piper: g.Caller, out: Path) -> tuple[dict, np.ndarray, n
     assert np.max(np.abs(mix)) < 0.99, "clipping"
     order = {"caller_turn": 0, "agent_turn": 1, "backchannel": 2, "echo": 3}
     events.sort(key=lambda ev: (g.r3(ev["start"]), order[ev["type"]]))
-
-    def rnd(o: object) -> object:
-        if isinstance(o, float):
-            return g.r3(o)
-        if isinstance(o, dict):
-            return {k: rnd(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [rnd(v) for v in o]
-        return o
-
     cid = f"bargein-{idx:02d}"
     manifest = {
         "format": "turnkit.recording/v1",
@@ -398,11 +388,24 @@ def make_call(idx: int, piper: g.Caller, out: Path) -> tuple[dict, np.ndarray, n
             else f"piper en_US-joe-medium (length_scale {voice.rate:.3f}, pitch x{voice.pitch:.3f})",
             "agent_voice": f"espeak-ng {agent_voice}",
             "background": None if bg is None else {"color": bg[0], "dbfs": round(bg[1], 1)},
-            "echo": None if echo is None else {"gain_db": round(echo[0], 1), "delay_ms": round(echo[1])},
+            "echo": None
+            if echo is None
+            else {"gain_db": round(echo[0], 1), "delay_ms": round(echo[1])},
         },
-        "events": rnd(events),
+        "events": rounded(events),
     }
     return manifest, mix, agent[:n]
+
+
+def rounded(o: object) -> object:
+    """Every float in a label structure rounded to the millisecond."""
+    if isinstance(o, float):
+        return g.r3(o)
+    if isinstance(o, dict):
+        return {k: rounded(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [rounded(v) for v in o]
+    return o
 
 
 def write(d: Path, manifest: dict, caller: np.ndarray, agent: np.ndarray, narrow: bool) -> None:
@@ -442,12 +445,12 @@ def main(argv: list[str] | None = None) -> int:
             write(args.out / band / half / manifest["id"], manifest, caller, agent, band == "nb")
         turns = [e for e in manifest["events"] if e["type"] == "caller_turn"]
         agents = [e for e in manifest["events"] if e["type"] == "agent_turn"]
-        counts["bid"] += sum(
-            any(a["start"] < t["start"] < a["end"] for a in agents) for t in turns
-        )
+        counts["bid"] += sum(any(a["start"] < t["start"] < a["end"] for a in agents) for t in turns)
         counts["backchannel"] += sum(e["type"] == "backchannel" for e in manifest["events"])
         print(f"{manifest['id']} ({half}): {manifest['generator']['caller_voice']}", flush=True)
-    print(f"{args.calls} calls, {counts['bid']} bids, {counts['backchannel']} backchannels -> {args.out}")
+    print(
+        f"{args.calls} calls, {counts['bid']} bids, {counts['backchannel']} backchannels -> {args.out}"
+    )
     return 0
 
 

@@ -43,22 +43,20 @@ never imported by turnkit).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
-import soundfile as sf
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "recordings"))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 import generate as g  # noqa: E402  (recordings/generate.py: the demo corpus's helpers)
-
-from turnkit.audio.telephone import TELEPHONE_RATE, telephone  # noqa: E402
+from gen_bargein_set import rounded, write  # noqa: E402  (the same labels and files)
 
 SR = g.SR
 DEFAULT_OUT = ROOT / ".cache" / "turntaking-set"
@@ -447,15 +445,6 @@ def make_call(idx: int, piper: g.Caller) -> tuple[dict, np.ndarray, np.ndarray]:
         mix = mix + g.background(rng, n, *bg)
     assert np.max(np.abs(mix)) < 0.99, "clipping"
 
-    def rnd(o: object) -> object:
-        if isinstance(o, float):
-            return g.r3(o)
-        if isinstance(o, dict):
-            return {k: rnd(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [rnd(v) for v in o]
-        return o
-
     manifest = {
         "format": "turnkit.recording/v1",
         "id": f"turntaking-{idx:02d}",
@@ -474,22 +463,9 @@ def make_call(idx: int, piper: g.Caller) -> tuple[dict, np.ndarray, np.ndarray]:
             "pauses": f"lognormal median {PAUSE_MEDIAN_S} s sigma {PAUSE_SIGMA}, "
             f"{TURNS_WITH_PAUSE:.0%} of turns",
         },
-        "events": rnd(events),
+        "events": rounded(events),
     }
     return manifest, mix, agent[:n]
-
-
-def write(d: Path, manifest: dict, caller: np.ndarray, agent: np.ndarray, narrow: bool) -> None:
-    d.mkdir(parents=True, exist_ok=True)
-    m = json.loads(json.dumps(manifest))
-    if narrow:
-        m["tags"].append("telephone")
-        sf.write(d / "caller.wav", telephone(caller, SR), TELEPHONE_RATE, subtype="PCM_16")
-        sf.write(d / "agent.wav", telephone(agent, SR), TELEPHONE_RATE, subtype="PCM_16")
-    else:
-        sf.write(d / "caller.wav", caller, SR, subtype="PCM_16")
-        sf.write(d / "agent.wav", g.resample(agent, SR, g.AGENT_SR), g.AGENT_SR, subtype="PCM_16")
-    (d / "call.json").write_text(json.dumps(m, indent=1, ensure_ascii=False) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
