@@ -112,11 +112,13 @@ async def test_live_engine_tokens_are_the_replies(engine: str) -> None:
     # The held clock changes nothing before the agent first speaks: the
     # first decision is the latency-model replay's (later ones may move
     # with the agent's audio, whose start depends on the measured TTFTs).
+    # A live engine's drafts hold no commit (its first-token time is its
+    # own): the model replay compared is told not to hold either.
     model_seen: dict[str, SimulatedAgent] = {}
     model = await replay_call(
         rec,
         "fused:audio=off",
-        ReplayConfig(eager=True, compute="fixed"),
+        ReplayConfig(eager=True, compute="fixed", draft_hold=False),
         observe=lambda agent: model_seen.setdefault("agent", agent),
     )
     assert model.live_llm is None
@@ -291,8 +293,9 @@ async def test_failing_engine_falls_back_and_counts_errors() -> None:
         rec = load_recording(CALL)
         cfg = ReplayConfig(eager=True, llm_url=fake.url("fail1000000"), count_compute=False)
         score = await replay_call(rec, "fused:audio=off", cfg)
+        # (no draft hold: a live engine's replay holds none)
         baseline = await replay_call(
-            rec, "fused:audio=off", ReplayConfig(eager=True, count_compute=False)
+            rec, "fused:audio=off", ReplayConfig(eager=True, count_compute=False, draft_hold=False)
         )
     finally:
         fake.close()

@@ -288,6 +288,10 @@ def _predict_and_compare(
         stt_delay_ms=stt,
         stt=stt_mode,  # type: ignore[arg-type]  # checked by the command
         timeout_s=timeout_s,
+        # The agent dialled drafts, but its drafter is told no first-token
+        # time (the example agent's: its engine's is unknown to it), so
+        # its commits are not held for drafts: predict that agent.
+        draft_hold=False,
     )
     live_scores, pred_scores, turns = [], [], []
     for r in results:

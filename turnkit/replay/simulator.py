@@ -124,9 +124,10 @@ class ReplayConfig(BaseModel):
     draft_hold: bool = Field(
         True,
         description="with eager: the drafter knows the engine's time to a first token (the "
-        "LLM TTFT's 5th percentile), so a commit waits for a draft's first token and one due "
-        "within that time drafts first; False: commits where the wait puts them, as Pipecat's "
-        "speculation and LiveKit's preemptive generation do",
+        "LLM TTFT's 5th percentile; not with llm_url, whose engine's is unknown), so a commit "
+        "waits for a draft's first token and one due within that time drafts first; False: "
+        "commits where the wait puts them, as Pipecat's speculation and LiveKit's preemptive "
+        "generation do",
     )
     filters: bool = Field(
         True, description="barge-in echo + acknowledgement filters (False: raw VAD baseline)"
@@ -305,9 +306,10 @@ async def replay_agent(
         # a drafting host tells it: commits wait for a draft's first token.
         drafter=EagerDrafter(
             clock,
+            # (A live engine's first tokens are its own, unknown here: no hold.)
             DraftParams(
                 first_token_ms=LatencyModel.parse(config.llm_ttft_ms).percentile(0.05)
-                if config.draft_hold
+                if config.draft_hold and config.llm_url is None
                 else 0.0
             ),
         )
