@@ -303,9 +303,12 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.engine = engine
         self.drafter = drafter
-        # With its first_token_ms set, the detector's commits wait for a
-        # speculation's first token (and draft a commit that is due first).
-        engine.detector.attach_drafter(drafter)
+        if drafter is not None:
+            # With its first_token_ms set, the detector's commits wait for a
+            # speculation's first token (and draft a commit that is due
+            # first). No drafter leaves the engine's as it is: a host that
+            # drafts elsewhere (the replay's Responder) attaches its own.
+            engine.detector.attach_drafter(drafter)
         self.context = context
         self.functions = functions
         self._speculation: UserTurnSpeculation | None = None
