@@ -26,14 +26,29 @@ async def test_draft_is_used_when_the_words_did_not_change() -> None:
     assert (d.stats.started, d.stats.used, d.stats.cancelled, d.stats.requests) == (1, 1, 0, 1)
 
 
-async def test_caller_going_on_cancels_the_draft() -> None:
+async def test_caller_going_on_cancels_the_draft_when_their_words_come() -> None:
     d = EagerDrafter(VirtualClock())
     draft = d.on_eager("my number is four one five")
-    assert d.on_speech() is draft and draft.state == "cancelled"
-    assert draft.cancel_reason == "resumed"
+    d.on_speech()  # sound: the words the draft answers still stand
+    assert d.current is draft and draft.state == "running"
+    assert d.on_transcript("my number is four one five five") is draft
+    assert draft.state == "cancelled" and draft.cancel_reason == "words changed"
     action, used = d.on_end("my number is four one five five five five")
     assert action == "fresh" and used is None
     assert d.stats.requests == 2 and d.stats.cancelled == 1
+
+
+async def test_a_sound_without_new_words_keeps_the_draft() -> None:
+    """A breath, a cough or a voice behind the caller after the eager signal
+    writes no new words: the confirmed end on the same words uses the draft
+    (no second request), as LiveKit's preemptive generation does."""
+    d = EagerDrafter(VirtualClock())
+    draft = d.on_eager("a table for two please")
+    d.on_speech()
+    assert d.on_transcript("A table for two, please.") is None  # same words
+    action, used = d.on_end("a table for two please")
+    assert action == "use" and used is draft
+    assert d.stats.requests == 1 and d.stats.cancelled == 0
 
 
 async def test_new_words_cancel_a_stale_draft() -> None:
@@ -102,7 +117,9 @@ async def test_a_draft_says_when_its_first_token_comes() -> None:
     await clock.advance_to(2.0)
     assert d.on_eager("a table for two please") is not None
     assert d.ready_at() == pytest.approx(2.35)
-    d.on_speech()  # the caller went on: the draft is void, nothing to wait for
+    d.on_speech()  # a sound: the draft still answers the words said
+    assert d.ready_at("a table for two please") == pytest.approx(2.35)
+    d.on_transcript("a table for two please at")  # the caller went on: void
     assert d.ready_at() is None
     assert d.on_eager("a table for two please at eight") is not None
     d.on_end("a table for two please at eight")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import load_script
 
+from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.metrics import CallScore, aggregate
 from turnkit.replay.recording import Recording, load_recording
 from turnkit.replay.report.model import Result
@@ -289,6 +290,28 @@ def test_other_voices_under_the_caller_strand_no_turn(
         assert all(t.response_ms is not None and t.response_ms < 2000 for t in score.turns), [
             t.response_ms for t in score.turns
         ]
+
+
+@pytest.mark.parametrize(
+    ("source", "snr"), [("pharmacy-natural-17", 15.0), ("internet-natural-14", 20.0)]
+)
+def test_a_voice_behind_the_caller_voids_no_draft(source: str, snr: float, tmp_path: Path) -> None:
+    """Other voices under the caller come back inside a draft's wait: the
+    VAD hears speech, the recogniser writes no word of it. The draft still
+    answers the caller's words, and the end on those words uses it. Voided
+    on that sound, internet-natural-14-talk20 lost 3 of its 5 drafts and
+    answered its second turn in 1670 ms instead of 936 ms."""
+    call = rv.background(rv.Call.load(RECORDINGS / source), "talk", snr)
+    rec = _save(call, tmp_path / "call", f"{source}-talk{snr:.0f}")
+    agents: list[SimulatedAgent] = []
+    score = asyncio.run(
+        replay_call(rec, "fused", ReplayConfig(compute="fixed"), observe=agents.append)
+    )
+    drafter = agents[0].responder.drafter
+    assert drafter is not None
+    st = drafter.stats
+    assert st.started >= 2 and st.cancelled == 0 and st.used == st.started, st
+    assert not [t.turn for t in score.turns if t.missed]
 
 
 def test_an_acknowledgement_under_a_crowd_is_not_answered_when_the_reply_ends(

@@ -234,7 +234,7 @@ async def test_a_voided_draft_is_aborted_on_the_engine(engine: str) -> None:
             await clock.advance(0.05)
             req = sim.requests[0] if sim.requests else None
     assert engine_metrics(engine)["requests_processing"] == 1
-    r.on_speech()  # the caller went on: the draft is void
+    r.on_transcript("tell me a very long story about a dragon who sings")  # went on: void
     await r.idle()
     assert r.stats.drafts_cancelled == 1 and out == []
     assert req.closed_early and req.live is not None and req.live.aborted

@@ -111,7 +111,7 @@ async def test_voided_draft_is_aborted_on_the_engine(engine: str) -> None:
     r = responder(engine, out, params=params)
     await r.on_eager("tell me a very long story about a dragon")
     await until(lambda: engine_metrics(engine).get("requests_processing", 0) >= 1)
-    r.on_speech()  # the caller went on
+    r.on_transcript("tell me a very long story about a dragon and a knight")  # went on
     await until(lambda: engine_metrics(engine).get("requests_processing", 1) == 0)
     assert r.stats.drafts_cancelled == 1 and out.frames == []
     await r.idle()
@@ -309,7 +309,7 @@ async def test_fake_write_of_a_voided_draft_never_runs(fake: FakeEngine) -> None
     r = fake_responder(fake.url("agent"), out, gate=booking_gate(executed))
     await r.on_eager(ASK)
     await until(lambda: fake.requests >= 2)
-    r.on_speech()
+    r.on_transcript("actually make it four people")
     await r.idle()
     await r.on_end("actually make it four people")  # the real turn: fresh request
     await asyncio.wait_for(out.final.wait(), 10)
@@ -336,7 +336,7 @@ async def test_ten_thousand_cancelled_drafts_leak_no_tasks() -> None:
         opened = i + 1
         while stats["opened"] < opened:  # the request really went out
             await asyncio.sleep(0)
-        r.on_speech()
+        r.on_transcript(f"draft number {i} and more")
     await r.idle()
     await client.aclose()
     assert r.stats.drafts_started == r.stats.drafts_cancelled == 10_000
@@ -374,7 +374,7 @@ async def test_fake_slow_read_in_a_confirmed_reply_gets_a_filler(
     await r.on_eager("a table for two")
     await until(lambda: fake.requests >= 2)
     assert audio == [] and not fillers.records
-    r.on_speech()
+    r.on_transcript("a table for two please")
     await r.idle()
     # Confirmed: the slow read gets a filler at its threshold, then the answer.
     await r.on_end("a table for two please")

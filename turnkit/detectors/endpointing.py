@@ -1065,6 +1065,8 @@ class Endpointing:
         over is dropped), so the pause sends its eager signal."""
         if self.drafts is None or not self.turn_text():
             return False
+        if self.drafts.ready_at(self.turn_text()) is not None:
+            return False  # a draft for these words is out (kept through a sound)
         lead = self.drafts.params.first_token_ms
         return lead > 0.0 and left_ms <= lead + 1e-6
 

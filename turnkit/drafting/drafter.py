@@ -10,8 +10,14 @@ confirmed turn may use it:
   transcript so far — unless this turn already had ``max_drafts`` drafts, or
   the caller has been speaking for more than ``max_speech_s`` (a long turn
   will likely go on; LiveKit has the same guard);
-* the caller going on (**resumed** speech, or new **words** that change the
-  normalised transcript) cancels the draft;
+* new **words** that change the normalised transcript cancel the draft.
+  Sound alone does not (the caller's voice again, a breath, a cough, a
+  voice behind them): until the recogniser writes other words the draft
+  still answers the words said, and the confirmed end decides. LiveKit's
+  preemptive generation is dropped the same way, only when the transcript
+  it answered changes; a draft dropped on sound makes the turn wait for a
+  fresh request after a background voice or a breath (noisy calls:
+  p95 1612 -> 1367 ms with this rule, the same figures on clean ones);
 * the confirmed **end** of turn *uses* the draft if the normalised
   transcript is unchanged since it started, else cancels it and asks for a
   fresh request;
@@ -100,11 +106,12 @@ class EagerDrafter:
         self._turn_started_at: float | None = None
 
     # -- evidence -------------------------------------------------------------
-    def on_speech(self) -> Draft | None:
-        """The caller is speaking: a running draft is void. Returns it (cancelled)."""
+    def on_speech(self) -> None:
+        """The caller is heard (again): the turn's speaking time starts. A
+        running draft stays: sound is no new words (see the module
+        docstring); :meth:`on_transcript` voids it when words come."""
         if self._turn_started_at is None:
             self._turn_started_at = self.clock.now()
-        return self._cancel("resumed")
 
     def on_transcript(self, text: str) -> Draft | None:
         """New words: a draft for different words is void. Returns it (cancelled)."""

@@ -10,9 +10,10 @@ and the tool gate's answers:
   may allow a draft; its request starts now with a
   :class:`~turnkit.drafting.tools.DraftContext`, and its tokens are *held*
   (queued, not emitted). Read tools run inside it; writes are deferred.
-* **The caller goes on** (``on_speech``, or ``on_transcript`` with other
-  words): the drafter voids the draft; its stream is closed (the engine
-  aborts the request) and the gate discards it (none of its writes ever run).
+* **The caller goes on** (``on_transcript`` with other words): the drafter
+  voids the draft; its stream is closed (the engine aborts the request) and
+  the gate discards it (none of its writes ever run). Sound without new
+  words (``on_speech``: a breath, a voice behind the caller) leaves it.
 * **Confirmed end** (``on_end``): the draft is *released* if it answers the
   same normalised words (held tokens go out at once, the rest as it streams;
   its deferred writes start, its reads are reused), else a fresh request
@@ -323,11 +324,12 @@ class Responder:
         return req.reply_id
 
     def on_speech(self) -> None:
-        """The caller speaks (again): a draft is void."""
+        """The caller speaks (again): an answer owed for speech the agent
+        talked through is void; a draft stays until new words void it
+        (:meth:`on_transcript`)."""
         self.owed.caller_spoke()
         if self.drafter is not None:
             self.drafter.on_speech()
-            self._reap()
 
     def on_transcript(self, text: str) -> None:
         """New words: a draft for other words is void."""

@@ -168,7 +168,7 @@ class SimulatedAgent(FrameProcessor):
             await self._barge_in(frame)
         elif isinstance(frame, TurnResumedFrame):
             await self._barge_in(frame)
-            r.on_speech()  # the caller went on: a draft is void
+            r.on_speech()  # the caller went on (a draft waits for their words)
         elif isinstance(frame, AudioInFrame) and frame.vad is not None:
             if frame.vad.speech_end > 0:
                 self._speech_end = frame.vad.speech_end

@@ -12,7 +12,9 @@ host decides nothing; it maps frames to the Responder's evidence:
 * ``TranscriptFrame`` → ``on_transcript`` (and it keeps the words);
 * ``TurnEagerFrame`` (Flux ``EagerEndOfTurn``) → ``on_eager``: a held draft;
 * ``VADSpeechStartedFrame`` / ``TurnResumedFrame`` (Flux ``TurnResumed``)
-  → ``on_speech``: a draft is void;
+  → ``on_speech``: the draft waits for the caller's words (an ``Update``
+  that changes the transcript voids it; an ``EndOfTurn`` on the words it
+  answers uses it);
 * ``TurnEndFrame`` (Flux ``EndOfTurn``) → ``on_end``: the draft is released
   or a fresh request starts;
 * ``AgentAudioStartedFrame`` / ``AgentAudioStoppedFrame`` → ``on_agent_audio``

@@ -156,8 +156,8 @@ async def test_eager_speculation_kept_when_words_unchanged_else_withdrawn(name: 
 
 async def test_withdrawn_when_the_caller_goes_on() -> None:
     """A call where the caller goes on after an eager signal (billing-natural-12:
-    one of its six): that draft is voided, and its speculation is withdrawn,
-    never released; the others are kept."""
+    one of its six): that draft is voided when their words come, and its
+    speculation is withdrawn, never released; the others are kept."""
     rec = load_recording(CORPUS / "billing-natural-12")
     engine = TurnkitTurnEngine("fused")
     drafter = EagerDrafter(engine.clock)
@@ -165,7 +165,7 @@ async def test_withdrawn_when_the_caller_goes_on() -> None:
     stop = TurnkitUserTurnStopStrategy(engine, drafter=drafter, context=ctx)
     tap = Tap()
     await run_frames([_user(engine, stop, ctx), tap], engine, recording_frames(rec))
-    assert drafter.stats.cancel_reasons.get("resumed", 0) >= 1, drafter.stats
+    assert drafter.stats.cancel_reasons.get("words changed", 0) >= 1, drafter.stats
     assert stop.withdrawn >= 1
     assert tap.of(EagerEndOfTurnCancelFrame)
     assert stop.kept >= 1 and stop.kept + stop.withdrawn == stop.speculations

@@ -317,7 +317,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         self.ignored = 0  # ends the bot talked through (kept: turnkit's OwedTurn)
         self.speculations = 0  # speculative inferences started
         self.kept = 0  # ... released by the confirmed end (words unchanged)
-        self.withdrawn = 0  # ... withdrawn (the caller went on, or words changed)
+        self.withdrawn = 0  # ... withdrawn (words changed, or Pipecat withdrew it)
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult:
         if isinstance(frame, StartFrame):
@@ -345,7 +345,9 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
                 await self._stop(confirms=self._retry)
         if self.drafter is not None:
             if step.speech_started:
-                await self._withdraw(self.drafter.on_speech() is not None)
+                # Sound alone leaves the speculation: it answers the words
+                # said until the recogniser writes others (below).
+                self.drafter.on_speech()
             elif step.signals == [] and step.audio == [] and self.engine.turn_transcript:
                 await self._withdraw(self.drafter.on_transcript(self.engine.turn_transcript) is not None)
         for s in step.signals:
@@ -359,7 +361,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
             elif isinstance(s, TurnResumedFrame):
                 self.engine.owed.caller_spoke()
                 if self.drafter is not None:
-                    await self._withdraw(self.drafter.on_speech() is not None)
+                    self.drafter.on_speech()
         return ProcessFrameResult.CONTINUE
 
     def set_agent_text(self, text: str) -> None:
