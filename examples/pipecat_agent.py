@@ -91,6 +91,7 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit_pipecat import (
     EchoReferenceTap,
     FillerProcessor,
+    FirstTokenObserver,
     GatedFunctions,
     HeardTruncation,
     ReplyTextTap,
@@ -105,7 +106,7 @@ from turnkit_pipecat.tts import EspeakTTSService
 
 from turnkit.barge_in.echo import EchoFilter
 from turnkit.clock import RealClock
-from turnkit.drafting.drafter import EagerDrafter
+from turnkit.drafting.drafter import DraftParams, EagerDrafter
 from turnkit.drafting.tools import tool
 from turnkit.fillers.bank import FillerBank
 from turnkit.fillers.scheduler import FillerScheduler
@@ -160,8 +161,11 @@ def build(engine: TurnkitTurnEngine, *, vad_frames: bool) -> dict[str, Any]:
         ),
     )
     functions.register(llm)
+    # The speculation's ends are held for its first token, at the lowest of
+    # the LLM service's last measured TTFBs (FirstTokenObserver on the task).
+    drafter = EagerDrafter(engine.clock, DraftParams(learn_first_token=True))
     stop = TurnkitUserTurnStopStrategy(
-        engine, drafter=EagerDrafter(engine.clock), context=context, functions=functions
+        engine, drafter=drafter, context=context, functions=functions
     )
     user, assistant = LLMContextAggregatorPair(
         context,
@@ -171,7 +175,14 @@ def build(engine: TurnkitTurnEngine, *, vad_frames: bool) -> dict[str, Any]:
             ),
         ),
     )
-    return {"llm": llm, "user": user, "assistant": assistant, "context": context, "stop": stop}
+    return {
+        "llm": llm,
+        "user": user,
+        "assistant": assistant,
+        "context": context,
+        "stop": stop,
+        "drafter": drafter,
+    }
 
 
 async def _fillers() -> FillerProcessor:
@@ -479,6 +490,7 @@ async def run_agent(transport: Any, *, handle_sigint: bool = False) -> None:
         ),
         observers=[
             reporter,
+            FirstTokenObserver(parts["drafter"]),
             TurnMetricsObserver(
                 on_turn=lambda m: print("turn metrics:", m.as_dict()), engine=engine
             ),
@@ -635,9 +647,11 @@ async def selfcheck(call: str) -> int:
     engine.keep_audio_steps = True  # audio_of(): each chunk waited for until heard
     parts = build(engine, vad_frames=False)
     printer = _Printer()
+    first_tokens = FirstTokenObserver(parts["drafter"])
     task = PipelineTask(
         Pipeline([parts["user"], parts["llm"], printer]),
-        params=PipelineParams(audio_in_sample_rate=16000),
+        params=PipelineParams(audio_in_sample_rate=16000, enable_metrics=True),
+        observers=[first_tokens],
         cancel_on_idle_timeout=False,
     )
 
@@ -669,7 +683,9 @@ async def selfcheck(call: str) -> int:
     stop = parts["stop"]
     print(
         f"selfcheck: {len(engine.decisions)} turn ends, {len(printer.replies)} replies, "
-        f"speculations {stop.speculations} (kept {stop.kept}, withdrawn {stop.withdrawn})"
+        f"speculations {stop.speculations} (kept {stop.kept}, withdrawn {stop.withdrawn}), "
+        f"first token {parts['drafter'].first_token_ms:.0f} ms "
+        f"(lowest of {first_tokens.measured} measured)"
     )
     if missing:
         print(

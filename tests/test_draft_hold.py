@@ -10,7 +10,7 @@ from pathlib import Path
 
 from turnkit.clock import VirtualClock
 from turnkit.detectors.registry import create_detector
-from turnkit.drafting.drafter import DraftParams, EagerDrafter
+from turnkit.drafting.drafter import FIRST_TOKEN_WINDOW, DraftParams, EagerDrafter
 from turnkit.frames import TranscriptFrame
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
@@ -73,3 +73,34 @@ async def test_without_a_first_token_time_the_drafter_holds_nothing() -> None:
     assert ep._draft_holds(clock.now())
     await clock.advance_to(0.35)
     assert not ep._draft_holds(clock.now())
+
+
+async def test_a_learning_drafter_holds_for_the_engines_measured_first_tokens() -> None:
+    """``learn_first_token``: the hold is the lowest of the engine's last
+    measured first tokens (a live host reports each request's); the fixed
+    figure stands until one is measured, and the detector's "draft first"
+    lead follows the learned figure too."""
+    clock = VirtualClock()
+    det = create_detector("fused", clock)
+    drafter = EagerDrafter(clock, DraftParams(learn_first_token=True))
+    det.attach_drafter(drafter)
+    ep = det.endpointing
+    await det.on_transcript(TranscriptFrame(at=0.0, text="a table for two", spoken_until=0.0))
+    assert drafter.on_eager("a table for two") is not None
+    assert not ep._draft_holds(clock.now()) and not ep._commit_due(100.0)  # none measured
+    for ms in (900.0, 240.0, 610.0):
+        drafter.on_first_token(ms)
+    assert drafter.first_token_ms == 240.0
+    assert ep._draft_holds(0.239) and not ep._draft_holds(0.241)
+    drafter.on_end("a table for two")  # used: a new turn's draft is not out yet
+    assert ep._commit_due(240.0) and not ep._commit_due(241.0)
+    for _ in range(FIRST_TOKEN_WINDOW):  # the engine got slower: 240 ms falls out
+        drafter.on_first_token(500.0)
+    assert drafter.first_token_ms == 500.0
+    fixed = EagerDrafter(clock, DraftParams(first_token_ms=350))
+    fixed.on_first_token(120.0)  # not learning: the fixed figure stands
+    assert fixed.first_token_ms == 350.0
+    assert (
+        EagerDrafter(clock, DraftParams(first_token_ms=350, learn_first_token=True)).first_token_ms
+        == 350.0
+    )

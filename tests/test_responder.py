@@ -65,8 +65,6 @@ async def until(cond, timeout: float = 30.0) -> None:  # type: ignore[no-untyped
             await asyncio.sleep(0.005)
 
 
-
-
 # --------------------------------------------------------------------------
 # The real engine
 
@@ -83,7 +81,7 @@ def responder(url: str, out: Out, **kw) -> Responder:  # type: ignore[no-untyped
         ChatClient(url, first_token_timeout_s=30),
         clock,
         emit=out,
-        drafter=EagerDrafter(clock),
+        drafter=EagerDrafter(clock, kw.pop("draft_params", None)),
         params=kw.pop("params", ResponderParams(max_tokens=24, temperature=0.0)),
         **kw,
     )
@@ -101,6 +99,24 @@ async def test_draft_tokens_are_held_then_released_without_a_new_request(engine:
     assert r.stats.requests == 1 and r.stats.drafts_used == 1
     assert r.history[-2] == {"role": "user", "content": ASK}
     assert r.history[-1] == {"role": "assistant", "content": out.text}
+    await r.aclose()
+    await r.client.aclose()
+
+
+async def test_a_learning_drafter_holds_for_the_engines_measured_first_token(
+    engine: str,
+) -> None:
+    """Each request's measured time to its first token (the draft's
+    included) reaches the drafter: with ``learn_first_token`` its hold is
+    the lowest of them, on the real engine."""
+    out = Out()
+    r = responder(engine, out, draft_params=DraftParams(learn_first_token=True))
+    assert r.drafter is not None and r.drafter.first_token_ms == 0.0  # none measured yet
+    await r.on_eager(ASK)
+    await r.on_end(ASK)
+    await asyncio.wait_for(out.final.wait(), 60)
+    assert r.stats.drafts_used == 1 and list(r.stats.ttft_ms)
+    assert r.drafter.first_token_ms == min(r.stats.ttft_ms) > 0.0
     await r.aclose()
     await r.client.aclose()
 

@@ -288,9 +288,12 @@ def _predict_and_compare(
         stt_delay_ms=stt,
         stt=stt_mode,  # type: ignore[arg-type]  # checked by the command
         timeout_s=timeout_s,
-        # The agent dialled drafts, but its drafter is told no first-token
-        # time (the example agent's: its engine's is unknown to it), so
-        # its commits are not held for drafts: predict that agent.
+        # The example agent holds its ends for its speculation's first
+        # token as it learns it live (FirstTokenObserver); the figures fed
+        # here are not a first token (the agent's TTFT from response start,
+        # or its decision-to-audio), so the prediction does not hold: a held
+        # live decision comes later than the replay's, and the comparison
+        # takes each side's own decision delay out.
         draft_hold=False,
     )
     live_scores, pred_scores, turns = [], [], []

@@ -1067,7 +1067,7 @@ class Endpointing:
             return False
         if self.drafts.ready_at(self.turn_text()) is not None:
             return False  # a draft for these words is out (kept through a sound)
-        lead = self.drafts.params.first_token_ms
+        lead = self.drafts.first_token_ms
         return lead > 0.0 and left_ms <= lead + 1e-6
 
     def _commit(

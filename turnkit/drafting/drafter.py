@@ -23,7 +23,13 @@ confirmed turn may use it:
   fresh request;
 * a draft's **first token**: with ``first_token_ms`` (the engine's time to a
   first token, its low end) the drafter says when the running draft will
-  have one (:meth:`EagerDrafter.ready_at`). The detector it is attached to
+  have one (:meth:`EagerDrafter.ready_at`). With ``learn_first_token`` the
+  host reports each request's measured time to its first token
+  (:meth:`EagerDrafter.on_first_token`: the Responder does, and the
+  Pipecat plugin's ``FirstTokenObserver`` from the LLM service's TTFB
+  metric) and the drafter uses the lowest of the last
+  ``FIRST_TOKEN_WINDOW``: the low end of what this engine, under its
+  current load, really does. The detector it is attached to
   (``detector.attach_drafter``) commits a pause with a draft out no sooner —
   a commit before then brings the reply no sooner, while a caller who goes
   on inside it is cut off — and sends an eager signal whenever its wait
@@ -44,6 +50,7 @@ Example::
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -52,13 +59,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from turnkit.clock import Clock
 from turnkit.text.normalize import normalize_text
 
-__all__ = ["Draft", "DraftParams", "DraftStats", "EagerDrafter"]
+__all__ = ["FIRST_TOKEN_WINDOW", "Draft", "DraftParams", "DraftStats", "EagerDrafter"]
+
+# Measured first tokens a learning drafter keeps: the lowest of the last 20
+# requests is the engine's low end at its current load (a cold first
+# request or a burst of load falls out of it within 20 requests).
+FIRST_TOKEN_WINDOW = 20
 
 
 class DraftParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_drafts: int = Field(2, ge=1, description="drafts per caller turn at most")
+    # Three: a caller who pauses twice before their end (real callers do in
+    # long turns) still has a draft to hold that end for its first token.
+    max_drafts: int = Field(3, ge=1, description="drafts per caller turn at most")
     max_speech_s: float = Field(
         12.0, gt=0, description="no draft once the caller has spoken this long in the turn"
     )
@@ -68,6 +82,11 @@ class DraftParams(BaseModel):
         allow_inf_nan=False,
         description="how long the engine takes to a draft's first token (its TTFT, the low "
         "end): the attached detector commits no sooner after a draft starts; 0: it does not wait",
+    )
+    learn_first_token: bool = Field(
+        False,
+        description="use the lowest of the engine's last measured first tokens (the host "
+        "reports them: on_first_token) instead of first_token_ms, once one is measured",
     )
 
 
@@ -104,6 +123,22 @@ class EagerDrafter:
         self._ids = 0
         self._turn_drafts = 0
         self._turn_started_at: float | None = None
+        self._first_tokens: deque[float] = deque(maxlen=FIRST_TOKEN_WINDOW)
+
+    @property
+    def first_token_ms(self) -> float:
+        """The engine's time to a draft's first token the commit waits for:
+        the lowest measured of late with ``learn_first_token``, else (and
+        until one is measured) ``params.first_token_ms``; 0: none."""
+        if self.params.learn_first_token and self._first_tokens:
+            return min(self._first_tokens)
+        return self.params.first_token_ms
+
+    def on_first_token(self, ms: float) -> None:
+        """A request's measured time from its start to its first token (what
+        a ``learn_first_token`` drafter holds commits for)."""
+        if ms >= 0.0 and ms != float("inf"):
+            self._first_tokens.append(ms)
 
     # -- evidence -------------------------------------------------------------
     def on_speech(self) -> None:
@@ -145,12 +180,12 @@ class EagerDrafter:
         draft does not answer ``text`` (the words a commit now would end the
         turn on: a draft for other words is void, whether or not the host
         has told the drafter yet)."""
-        d = self.current
-        if d is None or d.state != "running" or self.params.first_token_ms <= 0.0:
+        d, lead = self.current, self.first_token_ms
+        if d is None or d.state != "running" or lead <= 0.0:
             return None
         if text is not None and normalize_text(text) != d.text:
             return None
-        return d.started_at + self.params.first_token_ms / 1000.0
+        return d.started_at + lead / 1000.0
 
     def on_end(self, text: str) -> tuple[Literal["use", "fresh"], Draft | None]:
         """The turn is confirmed: use the draft if it answers these words."""

@@ -622,6 +622,8 @@ class Responder:
                 )
         if stream.ttft_ms is not None:
             self.stats.ttft_ms.append(stream.ttft_ms)
+            if self.drafter is not None:
+                self.drafter.on_first_token(stream.ttft_ms)
         return list(stream.tool_calls)
 
     async def _run_tools(self, req: _Request, calls: list[Any]) -> None:

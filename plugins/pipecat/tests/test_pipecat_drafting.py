@@ -21,9 +21,12 @@ from pipecat.frames.frames import (
     InterimTranscriptionFrame,
     LLMContextFrame,
     LLMTextFrame,
+    MetricsFrame,
     TranscriptionFrame,
     UserStoppedSpeakingFrame,
 )
+from pipecat.metrics.metrics import TTFBMetricsData
+from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.runner import PipelineRunner
 from pipecat.pipeline.task import PipelineParams, PipelineTask
@@ -31,14 +34,15 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.openai.llm import OpenAILLMService
 from turnkit.clock import VirtualClock
-from turnkit.drafting.drafter import EagerDrafter
+from turnkit.drafting.drafter import DraftParams, EagerDrafter
 from turnkit.drafting.tools import tool
 from turnkit.replay.recording import load_recording
 
-from turnkit_pipecat import TurnkitTurnEngine, TurnkitUserTurnStartStrategy
+from turnkit_pipecat import FirstTokenObserver, TurnkitTurnEngine, TurnkitUserTurnStartStrategy
 from turnkit_pipecat.replay import recording_frames, replay_user_aggregator, run_frames
 from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
 from turnkit_pipecat.tools import GatedFunctions
+from turnkit_pipecat.tts import EspeakTTSService
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE.parents[2] / "recordings"
@@ -65,9 +69,12 @@ def _user(engine: TurnkitTurnEngine, stop: TurnkitUserTurnStopStrategy, ctx: LLM
     return replay_user_aggregator(ctx, TurnkitUserTurnStartStrategy(engine), stop)
 
 
-
 async def _run_answered(
-    processors: list[FrameProcessor], engine: TurnkitTurnEngine, frames: list[Frame], tap: Tap
+    processors: list[FrameProcessor],
+    engine: TurnkitTurnEngine,
+    frames: list[Frame],
+    tap: Tap,
+    observers: list[BaseObserver] | None = None,
 ) -> None:
     """Like :func:`_run`, but the caller waits for the agent as a person on
     a phone would: after each confirmed end (a ``UserStoppedSpeakingFrame``
@@ -78,7 +85,8 @@ async def _run_answered(
     engine.keep_audio_steps = True
     task = PipelineTask(
         Pipeline(processors),
-        params=PipelineParams(audio_in_sample_rate=16000),
+        params=PipelineParams(audio_in_sample_rate=16000, enable_metrics=bool(observers)),
+        observers=observers or [],
         cancel_on_idle_timeout=False,
     )
 
@@ -140,9 +148,7 @@ async def test_eager_speculation_kept_when_words_unchanged_else_withdrawn(name: 
     # A confirmed speculation's answer is the response: no second inference
     # (a turn still open at the end is flushed after the EndFrame: not counted).
     end = next(i for i, (f, _) in enumerate(tap.frames) if isinstance(f, EndFrame))
-    fresh = [
-        f for f, _ in tap.frames[:end] if isinstance(f, LLMContextFrame) and not f.speculation
-    ]
+    fresh = [f for f, _ in tap.frames[:end] if isinstance(f, LLMContextFrame) and not f.speculation]
     assert len(fresh) == len(tap.of(UserStoppedSpeakingFrame)) - stop.kept
     # Each speculation asked about the caller's words at that moment, and the
     # kept ones are exactly the words the turn was written to the context with.
@@ -238,7 +244,9 @@ async def test_gate_draft_reads_prefetched_writes_only_in_confirmed_turn() -> No
         key = CALLS[1][1]["key"]
         assert key
         # The same write again in the same turn: the ledger answers, nothing runs.
-        await llm.run_function_calls([FunctionCallFromLLM("cancel_order", "c3", {"order": "A7"}, ctx)])
+        await llm.run_function_calls(
+            [FunctionCallFromLLM("cancel_order", "c3", {"order": "A7"}, ctx)]
+        )
         await asyncio.sleep(0.2)
         assert len(CALLS) == 2
         assert functions.results[-1].idempotency_key == key
@@ -305,3 +313,61 @@ async def test_speculation_through_openai_llm_service_on_llama_server(llama_url:
     assert stop.withdrawn >= 1 or stop.kept >= 1
     assert replies == kinds.count("UserStoppedSpeakingFrame")
     assert kinds.index("UserStoppedSpeakingFrame") < kinds.index("LLMTextFrame")
+
+
+async def test_first_token_observer_teaches_the_drafter_the_llm_services_ttfb(
+    llama_url: str,
+) -> None:
+    """With ``enable_metrics`` the real OpenAILLMService reports each
+    completion's time to first byte (speculative ones too: a system frame
+    the speculation gate does not hold); ``FirstTokenObserver`` hands it to
+    a ``learn_first_token`` drafter, whose ends then hold for the lowest."""
+    rec = load_recording(CORPUS / "easy-order-status-01")
+    engine = TurnkitTurnEngine("fused")
+    drafter = EagerDrafter(engine.clock, DraftParams(learn_first_token=True))
+    ctx = LLMContext([{"role": "system", "content": "You are a helpful shop assistant."}])
+    stop = TurnkitUserTurnStopStrategy(engine, drafter=drafter, context=ctx)
+    llm = OpenAILLMService(
+        api_key="none",
+        base_url=llama_url,
+        settings=OpenAILLMService.Settings(model="smollm2", max_tokens=12, temperature=0.0),
+    )
+    tap, seen = Tap(), FirstTokenObserver(drafter)
+    frames = recording_frames(rec)
+    await _run_answered([_user(engine, stop, ctx), llm, tap], engine, frames, tap, [seen])
+    ttfbs = [
+        d.value * 1000
+        for f in tap.of(MetricsFrame)
+        for d in f.data
+        if isinstance(d, TTFBMetricsData) and d.value > 0
+    ]
+    assert seen.measured >= 1 and seen.measured == len(ttfbs)
+    assert drafter.first_token_ms == pytest.approx(min(ttfbs)) and drafter.first_token_ms > 0
+    assert tap.of(LLMTextFrame), "no reply text came out of the real engine"
+
+
+async def test_first_token_observer_reads_only_the_llm_services_ttfb() -> None:
+    """A TTS service's time to first byte is not the engine's first token,
+    and a frame's later hops are not new measurements."""
+    drafter = EagerDrafter(VirtualClock(), DraftParams(learn_first_token=True))
+    seen = FirstTokenObserver(drafter)
+    llm = OpenAILLMService(api_key="none", base_url="http://127.0.0.1:9/v1")
+    tts, tap = EspeakTTSService("en-us"), Tap()
+
+    def pushed(src: FrameProcessor, value: float, first: bool = True) -> FramePushed:
+        frame = MetricsFrame(data=[TTFBMetricsData(processor=str(src), value=value)])
+        return FramePushed(
+            source=src,
+            destination=tap,
+            frame=frame,
+            direction=FrameDirection.DOWNSTREAM,
+            timestamp=0,
+            first_push=first,
+        )
+
+    await seen.on_push_frame(pushed(tts, 0.05))
+    await seen.on_push_frame(pushed(llm, 0.3, first=False))
+    assert seen.measured == 0 and drafter.first_token_ms == 0.0
+    await seen.on_push_frame(pushed(llm, 0.42))
+    await seen.on_push_frame(pushed(llm, 0.31))
+    assert seen.measured == 2 and drafter.first_token_ms == pytest.approx(310.0)

@@ -37,5 +37,10 @@ def test_agent_selfcheck_with_llama_server() -> None:
     ends = int(summary.split()[1])
     replies = int(summary.split(", ")[1].split()[0])
     assert ends == 3 and replies == ends, summary
+    # The drafter learned the engine's first token from Pipecat's TTFB metric.
+    first = summary.split("first token ")[1]
+    assert float(first.split()[0]) > 0 and int(first.split("lowest of ")[1].split()[0]) >= 1, (
+        summary
+    )
     assert out.stdout.count("caller (") == ends
     assert out.stdout.count("  agent: ") == replies

@@ -280,9 +280,12 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
     the bot's last words as context for text detectors. With ``drafter``,
     eager signals run speculative inference that the end keeps or withdraws;
     a drafter given its engine's first-token time
-    (``EagerDrafter(clock, DraftParams(first_token_ms=...))``) also holds each
-    end until the speculation's first token could be there (an end sooner
-    brings the reply no sooner, and cuts off a caller who goes on).
+    (``EagerDrafter(clock, DraftParams(first_token_ms=...))``, or
+    ``learn_first_token=True`` with a
+    :class:`~turnkit_pipecat.first_token.FirstTokenObserver` on the task)
+    also holds each end until the speculation's first token could be there
+    (an end sooner brings the reply no sooner, and cuts off a caller who
+    goes on).
     With ``functions``, the tool gate follows the same drafts and turns.
     An end while the bot speaks with no user turn on (the start strategy let
     the bot talk through that speech) is kept in the engine's
