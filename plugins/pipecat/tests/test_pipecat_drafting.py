@@ -280,13 +280,17 @@ def llama_url() -> Any:
         yield url
 
 
-async def test_speculation_through_openai_llm_service_on_llama_server(llama_url: str) -> None:
-    """The whole eager path with Pipecat's real OpenAILLMService on a real
-    llama-server: speculative inferences run, a kept one's tokens reach the
-    output only after the turn is confirmed, withdrawn ones never do."""
-    rec = load_recording(CORPUS / "easy-order-status-01")
+SHOP_CALL = load_recording(CORPUS / "easy-order-status-01")
+
+
+def _shop_agent(
+    llama_url: str, params: DraftParams
+) -> tuple[TurnkitTurnEngine, EagerDrafter, TurnkitUserTurnStopStrategy, list[FrameProcessor]]:
+    """fused with a drafter, and Pipecat's OpenAILLMService on the real
+    llama-server: the engine, the drafter, the stop strategy and the
+    processors before the output."""
     engine = TurnkitTurnEngine("fused")
-    drafter = EagerDrafter(engine.clock)
+    drafter = EagerDrafter(engine.clock, params)
     ctx = LLMContext([{"role": "system", "content": "You are a helpful shop assistant."}])
     stop = TurnkitUserTurnStopStrategy(engine, drafter=drafter, context=ctx)
     llm = OpenAILLMService(
@@ -294,8 +298,16 @@ async def test_speculation_through_openai_llm_service_on_llama_server(llama_url:
         base_url=llama_url,
         settings=OpenAILLMService.Settings(model="smollm2", max_tokens=12, temperature=0.0),
     )
+    return engine, drafter, stop, [_user(engine, stop, ctx), llm]
+
+
+async def test_speculation_through_openai_llm_service_on_llama_server(llama_url: str) -> None:
+    """The whole eager path with Pipecat's real OpenAILLMService on a real
+    llama-server: speculative inferences run, a kept one's tokens reach the
+    output only after the turn is confirmed, withdrawn ones never do."""
+    engine, _drafter, stop, processors = _shop_agent(llama_url, DraftParams())
     tap = Tap()
-    await _run_answered([_user(engine, stop, ctx), llm, tap], engine, recording_frames(rec), tap)
+    await _run_answered([*processors, tap], engine, recording_frames(SHOP_CALL), tap)
     assert stop.speculations >= 1
     texts = tap.of(LLMTextFrame)
     assert texts, "no reply text came out of the real engine"
@@ -322,19 +334,9 @@ async def test_first_token_observer_teaches_the_drafter_the_llm_services_ttfb(
     completion's time to first byte (speculative ones too: a system frame
     the speculation gate does not hold); ``FirstTokenObserver`` hands it to
     a ``learn_first_token`` drafter, whose ends then hold for the lowest."""
-    rec = load_recording(CORPUS / "easy-order-status-01")
-    engine = TurnkitTurnEngine("fused")
-    drafter = EagerDrafter(engine.clock, DraftParams(learn_first_token=True))
-    ctx = LLMContext([{"role": "system", "content": "You are a helpful shop assistant."}])
-    stop = TurnkitUserTurnStopStrategy(engine, drafter=drafter, context=ctx)
-    llm = OpenAILLMService(
-        api_key="none",
-        base_url=llama_url,
-        settings=OpenAILLMService.Settings(model="smollm2", max_tokens=12, temperature=0.0),
-    )
+    engine, drafter, _stop, processors = _shop_agent(llama_url, DraftParams(learn_first_token=True))
     tap, seen = Tap(), FirstTokenObserver(drafter)
-    frames = recording_frames(rec)
-    await _run_answered([_user(engine, stop, ctx), llm, tap], engine, frames, tap, [seen])
+    await _run_answered([*processors, tap], engine, recording_frames(SHOP_CALL), tap, [seen])
     ttfbs = [
         d.value * 1000
         for f in tap.of(MetricsFrame)
