@@ -625,3 +625,20 @@ def test_webrtc_nothing_answering(tmp_path: Path) -> None:
     assert res.returncode == 1
     err = _errors(res)
     assert len(err) == 1 and "nothing answers" in err[0], res.stderr
+
+
+def test_a_turn_fed_the_agents_decision_to_audio_is_predicted_unheld() -> None:
+    """The prediction holds each end for its draft's first token, as the
+    example agent does with the first token it learns; a turn fed the
+    agent's decision-to-audio as its LLM figure is not held (that figure
+    is no first token: TTS and aggregation are in it), while one fed the
+    agent's own TTFT is."""
+    from turnkit.cli.dial import _fed_config
+    from turnkit.replay.simulator import ReplayConfig
+
+    base = ReplayConfig()
+    assert base.draft_hold
+    d2a = _fed_config(base, {"decision_to_audio_ms": 900.0, "decision_lag_ms": 40.0})
+    assert d2a is not None and not d2a.draft_hold and d2a.llm_ttft_ms == "940.0"
+    ttft = _fed_config(base, {"llm_ttft_ms": 210.0, "tts_ttfb_ms": 90.0})
+    assert ttft is not None and ttft.draft_hold and ttft.llm_ttft_ms == "210.0"

@@ -100,6 +100,14 @@ def dial(
             "other turns with their medians"
         ),
     ] = False,
+    draft_hold: Annotated[
+        bool,
+        typer.Option(
+            help="prediction: the agent holds each end for its draft's first token (turnkit's "
+            "drafter given or learning it, as the example agent does): see turnkit replay "
+            "--draft-hold; never with a decision-to-audio figure, which is not a first token"
+        ),
+    ] = True,
     timeout_s: Annotated[
         float, typer.Option(help="no reply this long after a turn ends: missed")
     ] = 5.0,
@@ -167,6 +175,7 @@ def dial(
         d2a = med["decision_to_audio_ms"]
         if d2a is not None:  # see _fed_config
             llm, tts, stt_ms = f"{d2a + (med['decision_lag_ms'] or 0.0):.0f}", "0", 0.0
+            draft_hold = False  # the LLM figure is decision-to-audio, not a first token
         else:
             llm = f"{med['llm_ttft_ms']:.0f}" if med["llm_ttft_ms"] is not None else llm
             tts = f"{med['tts_ttfb_ms']:.0f}" if med["tts_ttfb_ms"] is not None else tts
@@ -180,6 +189,7 @@ def dial(
         timeout_s,
         per_turn_stages=latency_from_agent,
         stt_mode=stt,
+        draft_hold=draft_hold,
     )
     report["elapsed_s"] = round(time.perf_counter() - t0, 2)
     report["agent_stages_ms"] = {k: _pcts(v) for k, v in stages.items()}
@@ -269,6 +279,7 @@ def _predict_and_compare(
     timeout_s: float,
     per_turn_stages: bool = False,
     stt_mode: str = "streaming",
+    draft_hold: bool = True,
 ) -> dict[str, Any]:
     """Replay each original call (``replay_call``, in-process) and set its
     per-turn response latency beside the live one. With ``per_turn_stages``
@@ -289,12 +300,9 @@ def _predict_and_compare(
         stt=stt_mode,  # type: ignore[arg-type]  # checked by the command
         timeout_s=timeout_s,
         # The example agent holds its ends for its speculation's first
-        # token as it learns it live (FirstTokenObserver); the figures fed
-        # here are not a first token (the agent's TTFT from response start,
-        # or its decision-to-audio), so the prediction does not hold: a held
-        # live decision comes later than the replay's, and the comparison
-        # takes each side's own decision delay out.
-        draft_hold=False,
+        # token as it learns it live (FirstTokenObserver): so does the
+        # prediction, given the LLM's first-token figure (see _fed_config).
+        draft_hold=draft_hold,
     )
     live_scores, pred_scores, turns = [], [], []
     for r in results:
@@ -357,6 +365,7 @@ def _predict_and_compare(
             "tts_ttfb_ms": tts,
             "stt_delay_ms": stt,
             "stt": stt_mode,
+            "draft_hold": draft_hold,
         },
         "live": aggregate("live", live_scores),
         "predicted": aggregate(detector, pred_scores),
@@ -411,6 +420,9 @@ def _fed_config(base: Any, st: dict[str, float]) -> Any:
             update={
                 "llm_ttft_ms": f"{st.get('decision_lag_ms', 0.0) + st['decision_to_audio_ms']:.1f}",
                 "tts_ttfb_ms": "0",
+                # Not a first token: no hold for one (a held live decision
+                # is later; the comparison takes each side's own delay out).
+                "draft_hold": False,
                 # The transcript reaches a text-reading detector this late.
                 "stt_delay_ms": st.get("stt_ms", 0.0),
                 "count_compute": "decision_lag_ms" not in st,
