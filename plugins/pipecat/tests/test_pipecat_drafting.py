@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
     EagerEndOfTurnCancelFrame,
     EndFrame,
     Frame,
@@ -20,6 +21,7 @@ from pipecat.frames.frames import (
     InputAudioRawFrame,
     InterimTranscriptionFrame,
     LLMContextFrame,
+    LLMFullResponseStartFrame,
     LLMTextFrame,
     MetricsFrame,
     TranscriptionFrame,
@@ -38,7 +40,13 @@ from turnkit.drafting.drafter import DraftParams, EagerDrafter
 from turnkit.drafting.tools import tool
 from turnkit.replay.recording import load_recording
 
-from turnkit_pipecat import FirstTokenObserver, TurnkitTurnEngine, TurnkitUserTurnStartStrategy
+from turnkit_pipecat import (
+    FirstTokenObserver,
+    TurnkitTurnEngine,
+    TurnkitUserTurnStartStrategy,
+    TurnMetrics,
+    TurnMetricsObserver,
+)
 from turnkit_pipecat.replay import recording_frames, replay_user_aggregator, run_frames
 from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
 from turnkit_pipecat.tools import GatedFunctions
@@ -373,3 +381,36 @@ async def test_first_token_observer_reads_only_the_llm_services_ttfb() -> None:
     await seen.on_push_frame(pushed(llm, 0.42))
     await seen.on_push_frame(pushed(llm, 0.31))
     assert seen.measured == 2 and drafter.first_token_ms == pytest.approx(310.0)
+
+
+async def test_turn_metrics_read_a_kept_speculations_ttft_from_the_llm_service() -> None:
+    """A kept speculation's response frames are held by Pipecat's
+    speculation gate and released together once the turn ends: from its
+    response start to its first text reads ~0. ``TurnMetricsObserver``
+    reads the LLM service's TTFB metric instead (the speculation's,
+    reported before the turn ended); without metrics, the old reading."""
+    llm, tap = OpenAILLMService(api_key="none", base_url="http://127.0.0.1:9/v1"), Tap()
+    seq = [
+        (llm, MetricsFrame(data=[TTFBMetricsData(processor="llm", value=0.21)]), 1.00),
+        (tap, UserStoppedSpeakingFrame(), 1.30),
+        (llm, LLMFullResponseStartFrame(), 1.31),  # released by the gate
+        (llm, LLMTextFrame(text="Sure."), 1.31),
+        (tap, BotStartedSpeakingFrame(), 1.50),
+    ]
+
+    async def run(observer: TurnMetricsObserver, frames: list[Any]) -> TurnMetrics:
+        for src, frame, t in frames:
+            pushed = FramePushed(
+                source=src,
+                destination=tap,
+                frame=frame,
+                direction=FrameDirection.DOWNSTREAM,
+                timestamp=int(t * 1e9),
+            )
+            await observer.on_push_frame(pushed)
+        (turn,) = observer.turns
+        return turn
+
+    assert (await run(TurnMetricsObserver(), seq)).llm_ttft_ms == pytest.approx(210.0)
+    without = await run(TurnMetricsObserver(), seq[1:])
+    assert without.llm_ttft_ms == pytest.approx(0.0, abs=1e-6)

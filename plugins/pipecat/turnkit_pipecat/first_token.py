@@ -32,7 +32,19 @@ from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.services.llm_service import LLMService
 from turnkit.drafting.drafter import EagerDrafter
 
-__all__ = ["FirstTokenObserver"]
+__all__ = ["FirstTokenObserver", "llm_first_tokens_ms"]
+
+
+def llm_first_tokens_ms(data: FramePushed) -> list[float]:
+    """The LLM service's TTFB measurements (ms) a pushed frame carries: a
+    ``MetricsFrame`` on its first push by an ``LLMService`` (a TTS
+    service's TTFB is not the engine's; later hops are the same frame)."""
+    frame = data.frame
+    if not isinstance(frame, MetricsFrame) or not data.first_push:
+        return []
+    if not isinstance(data.source, LLMService):
+        return []
+    return [d.value * 1000.0 for d in frame.data if isinstance(d, TTFBMetricsData) and d.value > 0]
 
 
 class FirstTokenObserver(BaseObserver):
@@ -45,13 +57,6 @@ class FirstTokenObserver(BaseObserver):
         self.measured = 0
 
     async def on_push_frame(self, data: FramePushed) -> None:
-        frame = data.frame
-        # Observers see every hop: the LLM service's own first push counts.
-        if not isinstance(frame, MetricsFrame) or not data.first_push:
-            return
-        if not isinstance(data.source, LLMService):
-            return
-        for d in frame.data:
-            if isinstance(d, TTFBMetricsData) and d.value > 0:
-                self.drafter.on_first_token(d.value * 1000.0)
-                self.measured += 1
+        for ms in llm_first_tokens_ms(data):
+            self.drafter.on_first_token(ms)
+            self.measured += 1

@@ -7,7 +7,12 @@ each caller turn, measures turnkit's stages on the pipeline clock:
   (``UserStoppedSpeakingFrame``): with ``engine``, the turnkit VAD's last
   speech end on the engine's audio clock (exact at frame resolution);
   else Pipecat's VAD stop minus its ``stop_secs``;
-* ``llm_ttft_ms`` — the LLM response start to its first text;
+* ``llm_ttft_ms`` — the LLM's time to its first token for the reply: the
+  LLM service's TTFB metric (with ``PipelineParams(enable_metrics=True)``),
+  of the last completion that reported one before the reply's first text
+  — a kept speculation's included, whose request ran before the turn
+  ended; without metrics, the response start to its first text as the
+  pipeline sees them (a kept speculation's are released together: ~0);
 * ``tts_ttfb_ms`` — the first text sent to TTS to its first audio;
 * ``response_ms`` — end of speech to ``BotStartedSpeakingFrame``.
 
@@ -28,6 +33,7 @@ from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
+    MetricsFrame,
     TTSAudioRawFrame,
     TTSTextFrame,
     UserStartedSpeakingFrame,
@@ -37,6 +43,7 @@ from pipecat.frames.frames import (
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 
 from turnkit_pipecat.engine import TurnkitTurnEngine
+from turnkit_pipecat.first_token import llm_first_tokens_ms
 
 __all__ = ["TurnMetrics", "TurnMetricsObserver"]
 
@@ -76,6 +83,7 @@ class TurnMetricsObserver(BaseObserver):
         self._speech_end: float | None = None
         self._stopped: float | None = None
         self._llm_start: float | None = None
+        self._llm_ttfb_ms: float | None = None  # the LLM service's last TTFB metric
         self._tts_text: float | None = None
         self._current: TurnMetrics | None = None
 
@@ -96,7 +104,10 @@ class TurnMetricsObserver(BaseObserver):
         if not self._first(frame):
             return
         t = data.timestamp / 1e9
-        if isinstance(frame, UserStartedSpeakingFrame):
+        if isinstance(frame, MetricsFrame):
+            for ms in llm_first_tokens_ms(data):
+                self._llm_ttfb_ms = ms
+        elif isinstance(frame, UserStartedSpeakingFrame):
             self._speech_end = self._stopped = None
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
             self._speech_end = t - frame.stop_secs
@@ -120,7 +131,11 @@ class TurnMetricsObserver(BaseObserver):
         elif isinstance(frame, LLMFullResponseStartFrame):
             self._llm_start = t
         elif isinstance(frame, LLMTextFrame) and self._current.llm_ttft_ms is None:
-            if self._llm_start is not None:
+            if self._llm_ttfb_ms is not None:
+                # The completion answering the turn reported its TTFB before
+                # its first text (a speculation's before the turn ended).
+                self._current.llm_ttft_ms = self._llm_ttfb_ms
+            elif self._llm_start is not None:
                 self._current.llm_ttft_ms = (t - self._llm_start) * 1000
         elif isinstance(frame, TTSTextFrame) and self._tts_text is None:
             self._tts_text = t
