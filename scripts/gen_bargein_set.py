@@ -366,10 +366,7 @@ def make_call(idx: int, piper: g.Caller, out: Path) -> tuple[dict, np.ndarray, n
             )
     end_t = max(ev["end"] for ev in events) + 0.8
     n = round(end_t * SR)
-    mix = speech[:n] + echo_track[:n]
-    if bg is not None:
-        mix = mix + g.background(rng, n, *bg)
-    assert np.max(np.abs(mix)) < 0.99, "clipping"
+    mix = on_the_line(rng, speech[:n] + echo_track[:n], bg)
     order = {"caller_turn": 0, "agent_turn": 1, "backchannel": 2, "echo": 3}
     events.sort(key=lambda ev: (g.r3(ev["start"]), order[ev["type"]]))
     cid = f"bargein-{idx:02d}"
@@ -379,7 +376,7 @@ def make_call(idx: int, piper: g.Caller, out: Path) -> tuple[dict, np.ndarray, n
         "language": "en",
         "audio": {"caller": "caller.wav", "agent": "agent.wav"},
         "source": "synthetic",
-        "tags": ["barge-in-set", "tune" if idx % 2 == 0 else "test"],
+        "tags": ["barge-in-set", half(idx)],
         "generator": {
             "script": "scripts/gen_bargein_set.py",
             "index": idx,
@@ -395,6 +392,29 @@ def make_call(idx: int, piper: g.Caller, out: Path) -> tuple[dict, np.ndarray, n
         "events": rounded(events),
     }
     return manifest, mix, agent[:n]
+
+
+def half(idx: int) -> str:
+    """The half a call belongs to: even calls tune, odd calls are reported."""
+    return "tune" if idx % 2 == 0 else "test"
+
+
+def on_the_line(rng: np.random.Generator, mix: np.ndarray, bg: tuple | None) -> np.ndarray:
+    """The caller's side as the line carries it: ``mix`` with the call's
+    background (colour, dBFS) under it, if it has one; never clipping."""
+    if bg is not None:
+        mix = mix + g.background(rng, len(mix), *bg)
+    assert np.max(np.abs(mix)) < 0.99, "clipping"
+    return mix
+
+
+def write_call(out: Path, idx: int, manifest: dict, caller: np.ndarray, agent: np.ndarray) -> str:
+    """The call in both bands under its half (``OUT/{wb,nb}/{tune,test}/ID``);
+    returns the half."""
+    h = half(idx)
+    for band in ("wb", "nb"):
+        write(out / band / h / manifest["id"], manifest, caller, agent, band == "nb")
+    return h
 
 
 def rounded(o: object) -> object:
@@ -440,14 +460,12 @@ def main(argv: list[str] | None = None) -> int:
     counts = {"bid": 0, "backchannel": 0}
     for idx in range(args.first, args.first + args.calls):
         manifest, caller, agent = make_call(idx, piper, args.out)
-        half = "tune" if idx % 2 == 0 else "test"
-        for band in ("wb", "nb"):
-            write(args.out / band / half / manifest["id"], manifest, caller, agent, band == "nb")
+        h = write_call(args.out, idx, manifest, caller, agent)
         turns = [e for e in manifest["events"] if e["type"] == "caller_turn"]
         agents = [e for e in manifest["events"] if e["type"] == "agent_turn"]
         counts["bid"] += sum(any(a["start"] < t["start"] < a["end"] for a in agents) for t in turns)
         counts["backchannel"] += sum(e["type"] == "backchannel" for e in manifest["events"])
-        print(f"{manifest['id']} ({half}): {manifest['generator']['caller_voice']}", flush=True)
+        print(f"{manifest['id']} ({h}): {manifest['generator']['caller_voice']}", flush=True)
     print(
         f"{args.calls} calls, {counts['bid']} bids, {counts['backchannel']} backchannels -> {args.out}"
     )

@@ -56,7 +56,12 @@ sys.path.insert(0, str(ROOT / "recordings"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import generate as g  # noqa: E402  (recordings/generate.py: the demo corpus's helpers)
-from gen_bargein_set import rounded, write  # noqa: E402  (the same labels and files)
+from gen_bargein_set import (  # noqa: E402  (the same line, labels, files and halves)
+    half,
+    on_the_line,
+    rounded,
+    write_call,
+)
 
 SR = g.SR
 DEFAULT_OUT = ROOT / ".cache" / "turntaking-set"
@@ -440,10 +445,7 @@ def make_call(idx: int, piper: g.Caller) -> tuple[dict, np.ndarray, np.ndarray]:
             events.append({"type": "agent_turn", "start": a0, "end": a1, "text": line})
             t = a1 + float(rng.uniform(*CALLER_GAP_S))
     n = round((max(ev["end"] for ev in events) + 1.0) * SR)
-    mix = caller[:n]
-    if bg is not None:
-        mix = mix + g.background(rng, n, *bg)
-    assert np.max(np.abs(mix)) < 0.99, "clipping"
+    mix = on_the_line(rng, caller[:n], bg)
 
     manifest = {
         "format": "turnkit.recording/v1",
@@ -451,7 +453,7 @@ def make_call(idx: int, piper: g.Caller) -> tuple[dict, np.ndarray, np.ndarray]:
         "language": "en",
         "audio": {"caller": "caller.wav", "agent": "agent.wav"},
         "source": "synthetic",
-        "tags": ["turntaking-set", "tune" if idx % 2 == 0 else "test"],
+        "tags": ["turntaking-set", half(idx)],
         "generator": {
             "script": "scripts/gen_turntaking_set.py",
             "index": idx,
@@ -481,14 +483,12 @@ def main(argv: list[str] | None = None) -> int:
     turns = holds = 0
     for idx in range(args.first, args.first + args.calls):
         manifest, caller, agent = make_call(idx, piper)
-        half = "tune" if idx % 2 == 0 else "test"
-        for band in ("wb", "nb"):
-            write(args.out / band / half / manifest["id"], manifest, caller, agent, band == "nb")
+        h = write_call(args.out, idx, manifest, caller, agent)
         ct = [e for e in manifest["events"] if e["type"] == "caller_turn"]
         turns += len(ct)
         holds += sum(len(e["holds"]) for e in ct)
         print(
-            f"{manifest['id']} ({half}): {len(ct)} turns, "
+            f"{manifest['id']} ({h}): {len(ct)} turns, "
             f"{sum(bool(e['holds']) for e in ct)} with a pause",
             flush=True,
         )
