@@ -388,7 +388,9 @@ async def test_turn_metrics_read_a_kept_speculations_ttft_from_the_llm_service()
     speculation gate and released together once the turn ends: from its
     response start to its first text reads ~0. ``TurnMetricsObserver``
     reads the LLM service's TTFB metric instead (the speculation's,
-    reported before the turn ended); without metrics, the old reading."""
+    reported before the turn ended); without metrics it cannot know the
+    engine's time: None, not the ~0 the released frames read (a response
+    whose first text comes later is still read from the pipeline)."""
     llm, tap = OpenAILLMService(api_key="none", base_url="http://127.0.0.1:9/v1"), Tap()
     seq = [
         (llm, MetricsFrame(data=[TTFBMetricsData(processor="llm", value=0.21)]), 1.00),
@@ -413,4 +415,6 @@ async def test_turn_metrics_read_a_kept_speculations_ttft_from_the_llm_service()
 
     assert (await run(TurnMetricsObserver(), seq)).llm_ttft_ms == pytest.approx(210.0)
     without = await run(TurnMetricsObserver(), seq[1:])
-    assert without.llm_ttft_ms == pytest.approx(0.0, abs=1e-6)
+    assert without.llm_ttft_ms is None
+    generated = [*seq[1:3], (llm, LLMTextFrame(text="Sure."), 1.45), seq[4]]
+    assert (await run(TurnMetricsObserver(), generated)).llm_ttft_ms == pytest.approx(140.0)

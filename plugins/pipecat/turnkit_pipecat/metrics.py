@@ -12,7 +12,10 @@ each caller turn, measures turnkit's stages on the pipeline clock:
   of the last completion that reported one before the reply's first text
   — a kept speculation's included, whose request ran before the turn
   ended; without metrics, the response start to its first text as the
-  pipeline sees them (a kept speculation's are released together: ~0);
+  pipeline sees them, except where both came in the same instant: a kept
+  speculation's frames are held by Pipecat's speculation gate and released
+  together, so that reading would be ~0, not the engine's time; those
+  turns read None (and a warning says to enable metrics, once);
 * ``tts_ttfb_ms`` — the first text sent to TTS to its first audio;
 * ``response_ms`` — end of speech to ``BotStartedSpeakingFrame``.
 
@@ -48,6 +51,10 @@ from turnkit_pipecat.first_token import llm_first_tokens_ms
 __all__ = ["TurnMetrics", "TurnMetricsObserver"]
 
 log = logging.getLogger(__name__)
+
+# No engine answers within a millisecond: a first text that close to its
+# response start was held and released with it, not generated then.
+RELEASED_TOGETHER_S = 0.001
 
 
 @dataclass(slots=True)
@@ -86,6 +93,7 @@ class TurnMetricsObserver(BaseObserver):
         self._llm_ttfb_ms: float | None = None  # the LLM service's last TTFB metric
         self._tts_text: float | None = None
         self._current: TurnMetrics | None = None
+        self._warned = False  # the missing-metrics warning, once
 
     def _first(self, frame: object) -> bool:
         # Observers see every hop of a frame, and a broadcast frame comes as
@@ -136,7 +144,15 @@ class TurnMetricsObserver(BaseObserver):
                 # its first text (a speculation's before the turn ended).
                 self._current.llm_ttft_ms = self._llm_ttfb_ms
             elif self._llm_start is not None:
-                self._current.llm_ttft_ms = (t - self._llm_start) * 1000
+                if t - self._llm_start > RELEASED_TOGETHER_S:
+                    self._current.llm_ttft_ms = (t - self._llm_start) * 1000
+                elif not self._warned:
+                    self._warned = True
+                    log.warning(
+                        "turnkit turn metrics: an LLM response's first text came with its "
+                        "start (a kept speculation, released by the speculation gate): its "
+                        "TTFT is unknown without PipelineParams(enable_metrics=True)"
+                    )
         elif isinstance(frame, TTSTextFrame) and self._tts_text is None:
             self._tts_text = t
         elif isinstance(frame, TTSAudioRawFrame) and self._current.tts_ttfb_ms is None:
