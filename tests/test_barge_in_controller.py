@@ -831,6 +831,31 @@ def test_a_hold_released_as_its_word_arrives_stops_the_agent_at_the_hold(
     assert all(p1 is None or p1 > p0 for p0, p1 in cut.pauses)
 
 
+def test_a_closure_inside_a_bids_first_word_does_not_release_its_hold() -> None:
+    # An excerpt of the barge-in set's call 118 (tuning half, caller side):
+    # "Actually, | I changed my mind." over the agent. The audio holds the
+    # agent 0.25 s into "actually", in the silence of its "ct" (a stop
+    # consonant's closure, ~0.1 s, the VAD still hearing speech); that
+    # quiet had begun before the hold, so it counted as the sound's end
+    # and released the hold one frame later, and the stop waited for the
+    # word: 539 ms. Quiet counts from the hold: the voice is back inside
+    # it, the hold stands and the word confirms it.
+    rec = load_recording(Path(__file__).parent / "data" / "bargein-118-actually")
+    got: dict = {}
+    score = asyncio.run(
+        replay_call(
+            rec, "fused", ReplayConfig(compute="fixed"), observe=lambda a: got.setdefault("a", a)
+        )
+    )
+    bid = next(t for t in score.turns if t.barge_in)
+    start = rec.caller_turns[bid.turn].start
+    assert rec.caller_turns[bid.turn].text.startswith("Actually")
+    log = [act for t, act, _ in got["a"].barge_in.log if start <= t <= start + 1.0]
+    assert log[:2] == [Action.PAUSE, Action.CONFIRM], log
+    assert bid.barge_in_stopped and bid.stop_latency_ms is not None
+    assert bid.stop_latency_ms < 300
+
+
 def _leaky_copy(name: str, tmp_path: Path, under_db: float = 20.0) -> Recording:
     """The demo call as a microphone with no echo reference sends it: the
     agent's own audio (agent.wav, 50 ms later) leaks into caller.wav at

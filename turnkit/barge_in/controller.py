@@ -194,8 +194,9 @@ class BargeInParams:
     launch_more_s: float = 0.096
     # Speculative holds on one segment; after these, its words decide.
     max_holds: int = 2
-    # Held speculatively, the caller went quiet this long: resume (a dip
-    # of one frame between two words is not the end).
+    # Held speculatively, the caller went quiet this long, counted from the
+    # hold: resume (a dip of one frame between two words is not the end,
+    # nor a closure begun before the hold).
     quiet_resume_s: float = 0.096
     # Speech again within this gap continues the segment (a pause inside a
     # phrase: median 0.2 s, p75 0.31 s in real calls).
@@ -906,8 +907,13 @@ class BargeInController:
             # or is back at its end, makes the pause stand, for words to decide.
             if quiet or seg.quiet_since is not None:
                 self._hold_quiet = True
+            # Quiet counts from the pause: a stop consonant's closure begun
+            # before it (the "ct" of "actually", ~0.1 s) is not the end.
+            quiet_from = (
+                None if seg.quiet_since is None else max(seg.quiet_since, self._paused_at or 0.0)
+            )
             ended = self._hold_quiet and (
-                seg.quiet_since is not None and now - seg.quiet_since >= p.quiet_resume_s - 1e-9
+                quiet_from is not None and now - quiet_from >= p.quiet_resume_s - 1e-9
             )
             if not ended and now >= self._hold_until - 1e-9:
                 ended = self._hold_quiet and (quiet or seg.quiet_since is not None)
