@@ -32,7 +32,9 @@ passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
   bids anywhere (:meth:`bid_score`). Speech of ``pause_after_s`` (0.2 s)
   that scores as a bid starts a *speculative* pause of at most ``hold_s``
   (0.12 s, under the 150 ms that is heard as the agent stopping): quiet
-  (``quiet_resume_s``, or quiet at its end) resumes; speech still going at
+  (``quiet_resume_s`` of it inside the hold: a closure begun before, the
+  "ct" of "actually", is not the sound's end; or quiet at the hold's end)
+  resumes; speech still going at
   its end, longer than a backchannel so far, makes the pause stand for the
   words to decide. Speech again after a held sound ("Sorry, | can I", or a
   doubled "yes | yes") holds again once it is ``restart_after_s`` long; speech
