@@ -32,9 +32,9 @@ passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
   bids anywhere (:meth:`bid_score`). Speech of ``pause_after_s`` (0.2 s)
   that scores as a bid starts a *speculative* pause of at most ``hold_s``
   (0.12 s, under the 150 ms that is heard as the agent stopping): quiet
-  (``quiet_resume_s`` of it inside the hold: a closure begun before, the
-  "ct" of "actually", is not the sound's end; or quiet at the hold's end)
-  resumes; speech still going at
+  (``quiet_resume_s`` of it, inside this early hold: a closure begun
+  before, the "ct" of "actually", is not the sound's end; or quiet at the
+  hold's end) resumes; speech still going at
   its end, longer than a backchannel so far, makes the pause stand for the
   words to decide. Speech again after a held sound ("Sorry, | can I", or a
   doubled "yes | yes") holds again once it is ``restart_after_s`` long; speech
@@ -196,9 +196,9 @@ class BargeInParams:
     launch_more_s: float = 0.096
     # Speculative holds on one segment; after these, its words decide.
     max_holds: int = 2
-    # Held speculatively, the caller went quiet this long, counted from the
-    # hold: resume (a dip of one frame between two words is not the end,
-    # nor a closure begun before the hold).
+    # Held speculatively, the caller went quiet this long (counted from the
+    # early hold: a closure begun before it is not the end): resume (a dip
+    # of one frame between two words is not the end).
     quiet_resume_s: float = 0.096
     # Speech again within this gap continues the segment (a pause inside a
     # phrase: median 0.2 s, p75 0.31 s in real calls).
@@ -909,11 +909,15 @@ class BargeInController:
             # or is back at its end, makes the pause stand, for words to decide.
             if quiet or seg.quiet_since is not None:
                 self._hold_quiet = True
-            # Quiet counts from the pause: a stop consonant's closure begun
-            # before it (the "ct" of "actually", ~0.1 s) is not the end.
-            quiet_from = (
-                None if seg.quiet_since is None else max(seg.quiet_since, self._paused_at or 0.0)
-            )
+            # The early hold comes 0.2 s into the sound, inside its first
+            # word: quiet there counts from the hold, as a stop consonant's
+            # closure begun before it (the "ct" of "actually", ~0.1 s) is
+            # not the end. A later hold (for length, or speech again) comes
+            # after a stretch of sound, and a quiet before it ended that
+            # stretch ("oh | okay"): it counts.
+            quiet_from = seg.quiet_since
+            if quiet_from is not None and seg.early_hold:
+                quiet_from = max(quiet_from, self._paused_at or 0.0)
             ended = self._hold_quiet and (
                 quiet_from is not None and now - quiet_from >= p.quiet_resume_s - 1e-9
             )
