@@ -14,8 +14,11 @@ clock:
   comes ``TTS TTFB`` after its first token (or its first filler frame, for a
   slow tool, if that is earlier), never before the decision plus compute;
 * it plays for the time the recording gives it (:class:`ReplyPlanner`),
-  reported to the :class:`~turnkit.barge_in.cursor.PlaybackCursor` so that
-  the Responder's history holds the words heard;
+  each word where the recorded agent said it (the TTS's word timestamps,
+  :meth:`ReplyPlanner.reply_words`), reported to the
+  :class:`~turnkit.barge_in.cursor.PlaybackCursor`: the Responder's history
+  holds the words heard, and the barge-in policy reads from the cursor where
+  the agent is in its text, as a live host's playback marks tell it;
 * the barge-in decisions stop it (caller speech that the policy takes for a
   bid), or cancel it before its first audio (the caller went on).
 """
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from turnkit.barge_in.controller import Action, BargeInController
 from turnkit.barge_in.cursor import PlaybackCursor
+from turnkit.barge_in.truncation import heard_prefix
 from turnkit.clock import Clock
 from turnkit.frames import (
     AgentAudioStartedFrame,
@@ -43,6 +47,7 @@ from turnkit.frames import (
     TurnEagerFrame,
     TurnEndFrame,
     TurnResumedFrame,
+    Word,
 )
 from turnkit.pipeline import FrameDirection, FrameProcessor
 from turnkit.replay.latency import LatencyModel
@@ -70,6 +75,8 @@ class Reply:
     drafted: bool = False  # its LLM request was an eager draft, confirmed
     saved_ms: float = 0.0  # how much earlier the draft's first token came than a fresh request's
     text: str = ""  # what it says (the recorded agent turn's text)
+    # Its words' times in its audio: where the recorded agent said them.
+    timeline: list[Word] = field(default_factory=list)
     heard_words: int | None = None  # words the caller heard before a stop
     words: int = 0
     decided_at: float | None = None  # decision + the detector's compute
@@ -91,6 +98,10 @@ class ReplyPlanner(Protocol):
     ) -> float: ...
 
     def reply_text(self, turn: int | None, at: float | None = None) -> str: ...
+
+    def reply_words(
+        self, turn: int | None, first_audio_at: float, until: float, at: float | None = None
+    ) -> list[Word]: ...
 
 
 class SimulatedAgent(FrameProcessor):
@@ -188,6 +199,11 @@ class SimulatedAgent(FrameProcessor):
         a reply not yet audible."""
         ctl = self.barge_in
         ctl.on_reply_pending(self._pending is not None)
+        if self._speaking is not None:
+            # Where the agent is in its text, as a live host's playback
+            # marks tell it (the controller's own estimate is time at a
+            # nominal rate from the reply's first audio).
+            ctl.on_agent_progress(self._place(self._speaking))
         if isinstance(frame, TranscriptFrame):
             act = ctl.on_transcript(frame.text)
         elif isinstance(frame, TurnResumedFrame):
@@ -361,6 +377,15 @@ class SimulatedAgent(FrameProcessor):
         self.barge_in.on_agent_started(text, now)
         self.cursor.on_started(reply.id)
         self.cursor.on_duration(reply.id, reply.planned_end - now)
+        reply.timeline = self.planner.reply_words(
+            reply.turn, now, reply.planned_end, reply.asked_at
+        )
+        if self.engine.live is None:
+            # The recording's reply, said where the recorded agent said it:
+            # the TTS's word timestamps, for the history and the barge-in
+            # policy alike. A live engine's own text has no such timeline
+            # (its length is spread over the reply's audio).
+            self.cursor.on_words(reply.id, reply.timeline)
         self._r().on_agent_audio(True)
         await self.push_frame(AgentAudioStartedFrame(at=now, reply_id=reply.id))
         await self.push_frame(
@@ -370,6 +395,22 @@ class SimulatedAgent(FrameProcessor):
         if self._speaking is reply:
             self._tasks.pop(reply.id, None)  # finishing normally: don't cancel ourselves
             await self._stop(reply, "completed")
+
+    def _place(self, reply: Reply) -> int:
+        """How much of the recorded reply text (what the barge-in policy
+        was given) the caller has heard: its words on the recorded
+        timeline against the audio played. With the recording's text the
+        cursor holds exactly that; a live engine's text is another, so the
+        same cut is made on the recorded text here (the policy's figures
+        do not depend on the engine)."""
+        if self.engine.live is None:
+            return self.cursor.progress(reply.id)
+        return heard_prefix(
+            reply.text,
+            self.cursor.played_s(reply.id),
+            timestamps=reply.timeline,
+            config=self.cursor.config,
+        ).cut
 
     def _cancel_pending(self) -> None:
         """The caller spoke before the pending reply's first audio: it is

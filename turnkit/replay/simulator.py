@@ -40,6 +40,7 @@ from turnkit.barge_in.controller import BargeInController
 from turnkit.barge_in.cursor import PlaybackCursor
 from turnkit.barge_in.echo import EchoFilter, align_reference
 from turnkit.barge_in.processors import EchoGateProcessor
+from turnkit.barge_in.truncation import estimate_word_timings
 from turnkit.clock import VirtualClock
 from turnkit.detectors.endpointing import ComputeMode
 from turnkit.detectors.processor import TurnDetectorProcessor
@@ -47,7 +48,7 @@ from turnkit.detectors.registry import DetectorSpecError, create_detector
 from turnkit.drafting.drafter import DraftParams, EagerDrafter
 from turnkit.drafting.responder import Responder
 from turnkit.drafting.tools import ToolGate
-from turnkit.frames import AudioInFrame, EndFrame, StartFrame
+from turnkit.frames import AudioInFrame, EndFrame, StartFrame, Word
 from turnkit.pipeline import CollectSink, FrameProcessor, Pipeline, collect_errors
 from turnkit.replay.agent import Reply, SimulatedAgent
 from turnkit.replay.engine import (
@@ -86,6 +87,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CHARS_PER_SECOND = 15.0
+# Speech at most this much faster than the nominal rate (~170 words a
+# minute). Recorded agents' segments said whole need at most 1.17 (demo
+# corpus, real-call variants, barge-in sets; 3 of 180 in the turn-taking set
+# 1.25-1.33, read as cut off); those cut off by a bid, their whole text over
+# the part said, need 1.24-4.5 (7 of 240 in the barge-in sets under 1.25,
+# read as said whole).
+FASTEST_SPEECH = 1.25
 
 
 class ReplayConfig(BaseModel):
@@ -177,6 +185,7 @@ class LabelPlanner:
         self.turns = rec.caller_turns
         self.agent_turns = rec.agent_turns
         self.default_reply_s = default_reply_s
+        self._pace: float | None = None
 
     def turn_for(self, decision_at: float) -> int | None:
         idx = None
@@ -221,6 +230,81 @@ class LabelPlanner:
             return end
         text_s = len(self.reply_text(turn, at)) / CHARS_PER_SECOND
         return first_audio_at + (text_s if text_s > 0 else self.default_reply_s)
+
+    def reply_words(
+        self, turn: int | None, first_audio_at: float, until: float, at: float | None = None
+    ) -> list[Word]:
+        """When each word of :meth:`reply_text` played, in seconds of the
+        reply's audio (from ``first_audio_at`` to ``until``, its
+        :meth:`play_until`): where the recorded agent said it.
+
+        The recorded caller's backchannels and bids were timed to the
+        recorded agent's audio (a "mhm" at its comma, a "wait" at the
+        wrong date), so that timeline is what the caller heard: each
+        recorded segment's words within its own span (its pauses between
+        segments kept), none before the first segment began (a reply that
+        starts earlier than the recorded one has said nothing yet). A reply
+        that starts later than the recorded one still ends at its end: the
+        timeline is squeezed into what is left. With no recorded segment to
+        follow (none, or all over), the text is spread over the reply.
+
+        A segment whose text would have to be said more than
+        :data:`FASTEST_SPEECH` times the nominal rate to fit its span was
+        cut off (the agent stopped for a bid; its text is what it meant to
+        say, as a host hands it to the TTS): its words go from its start at
+        the agent's own pace in this call (:meth:`agent_pace`), and those
+        past its end were never said."""
+        floor = [a for a in self._agent_floor(turn, at) if a.text.strip()]
+        span = until - first_audio_at
+        end = max((a.end for a in floor), default=-math.inf)
+        if end <= first_audio_at or span <= 0:
+            return estimate_word_timings(self.reply_text(turn, at), duration_s=max(span, 1e-3))
+        start = min(a.start for a in floor)
+        origin, squeeze = first_audio_at, 1.0
+        if start < first_audio_at:
+            origin, squeeze = start, span / (end - start)
+        return [
+            Word(
+                text=w.text,
+                start=(a.start + w.start - origin) * squeeze,
+                end=(a.start + w.end - origin) * squeeze,
+            )
+            for a in floor
+            for w in self._segment_words(a)
+        ]
+
+    def _segment_words(self, a: AgentTurn) -> list[Word]:
+        """One recorded segment's words, seconds from its start."""
+        text, span = a.text.strip(), a.end - a.start
+        if _nominal_s(text) <= FASTEST_SPEECH * span:
+            return estimate_word_timings(text, duration_s=max(span, 1e-3))
+        pace = self.agent_pace()
+        return [
+            Word(text=w.text, start=w.start * pace, end=w.end * pace)
+            for w in estimate_word_timings(text)
+        ]
+
+    def agent_pace(self) -> float:
+        """The recorded agent's seconds per nominal second (1: the nominal
+        rate of :func:`~turnkit.barge_in.truncation.estimate_word_timings`):
+        the median over its segments said whole (those that fit their
+        span), 1 where none did."""
+        if self._pace is None:
+            paces = [
+                span / nominal
+                for a in self.agent_turns
+                if (span := a.end - a.start) > 0
+                and (nominal := _nominal_s(a.text.strip())) > 0
+                and nominal <= FASTEST_SPEECH * span
+            ]
+            self._pace = statistics.median(paces) if paces else 1.0
+        return self._pace
+
+
+def _nominal_s(text: str) -> float:
+    """How long ``text`` takes said at the nominal rate (0: no words)."""
+    words = estimate_word_timings(text)
+    return words[-1].end if words else 0.0
 
 
 def call_seed(config: ReplayConfig, call_id: str, detector: str) -> int:
