@@ -642,3 +642,31 @@ def test_a_turn_fed_the_agents_decision_to_audio_is_predicted_unheld() -> None:
     assert d2a is not None and not d2a.draft_hold and d2a.llm_ttft_ms == "940.0"
     ttft = _fed_config(base, {"llm_ttft_ms": 210.0, "tts_ttfb_ms": 90.0})
     assert ttft is not None and ttft.draft_hold and ttft.llm_ttft_ms == "210.0"
+
+
+def test_the_median_prediction_feeds_the_agents_stages_as_each_turn_does() -> None:
+    """With the agent's decision-to-audio, the call-level prediction is fed
+    its median stages exactly as a turn is fed its own (:func:`_fed_config`):
+    the decision lag is in the LLM figure, so no model compute is added on
+    top of it, and the transcript arrives as late as the agent's STT made
+    it (it was fed 0 ms and counted compute twice)."""
+    from turnkit.cli.dial import _predict_and_compare
+
+    stages = {
+        "decision_to_audio_ms": 900.0,
+        "decision_lag_ms": 40.0,
+        "stt_ms": 120.0,
+        "llm_ttft_ms": 300.0,
+    }
+    report = _predict_and_compare([], "fused", "350", "150", 0.0, 5.0, stages=stages)
+    assert report["prediction_config"] == {
+        "llm_ttft_ms": "940.0",
+        "tts_ttfb_ms": "0",
+        "stt_delay_ms": 120.0,
+        "stt": "streaming",
+        "draft_hold": False,
+        "count_compute": False,
+    }
+    plain = _predict_and_compare([], "fused", "350", "150", 0.0, 5.0)
+    assert plain["prediction_config"]["llm_ttft_ms"] == "350"
+    assert plain["prediction_config"]["count_compute"] and plain["prediction_config"]["draft_hold"]

@@ -170,16 +170,15 @@ def dial(
     messages = [m for r in results for m in r.get("messages", [])]
     stages = agent_stage_latencies(messages)
     llm, tts, stt_ms = llm_ttft_ms, tts_ttfb_ms, stt_delay_ms
+    fed: dict[str, float] | None = None
     if latency_from_agent:
-        med = {k: _median(v) for k, v in stages.items()}
-        d2a = med["decision_to_audio_ms"]
-        if d2a is not None:  # see _fed_config
-            llm, tts, stt_ms = f"{d2a + (med['decision_lag_ms'] or 0.0):.0f}", "0", 0.0
-            draft_hold = False  # the LLM figure is decision-to-audio, not a first token
+        med = {k: m for k, v in stages.items() if (m := _median(v)) is not None}
+        if "decision_to_audio_ms" in med:
+            fed = med  # the median reply's stages, mapped as each turn's (_fed_config)
         else:
-            llm = f"{med['llm_ttft_ms']:.0f}" if med["llm_ttft_ms"] is not None else llm
-            tts = f"{med['tts_ttfb_ms']:.0f}" if med["tts_ttfb_ms"] is not None else tts
-            stt_ms = med["stt_ms"] if med["stt_ms"] is not None else stt_ms
+            llm = f"{med['llm_ttft_ms']:.0f}" if "llm_ttft_ms" in med else llm
+            tts = f"{med['tts_ttfb_ms']:.0f}" if "tts_ttfb_ms" in med else tts
+            stt_ms = med.get("stt_ms", stt_ms)
     report = _predict_and_compare(
         results,
         detector,
@@ -190,6 +189,7 @@ def dial(
         per_turn_stages=latency_from_agent,
         stt_mode=stt,
         draft_hold=draft_hold,
+        stages=fed,
     )
     report["elapsed_s"] = round(time.perf_counter() - t0, 2)
     report["agent_stages_ms"] = {k: _pcts(v) for k, v in stages.items()}
@@ -280,6 +280,7 @@ def _predict_and_compare(
     per_turn_stages: bool = False,
     stt_mode: str = "streaming",
     draft_hold: bool = True,
+    stages: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Replay each original call (``replay_call``, in-process) and set its
     per-turn response latency beside the live one. With ``per_turn_stages``
@@ -289,7 +290,8 @@ def _predict_and_compare(
     measured decision-to-audio already holds its own tool call and filler,
     and the replay would run the recorded tool on top of it (a 1.8 s lookup
     predicted 2436 ms against 1070 ms live); such a turn is predicted with
-    the plain figures and not marked fed."""
+    the plain figures and not marked fed. ``stages``: the agent's median
+    stages, fed to every call's replay the same way (:func:`_fed_config`)."""
     from turnkit.replay.metrics import aggregate
     from turnkit.replay.simulator import ReplayConfig, replay_call
 
@@ -304,6 +306,8 @@ def _predict_and_compare(
         # prediction, given the LLM's first-token figure (see _fed_config).
         draft_hold=draft_hold,
     )
+    if stages is not None:
+        base = _fed_config(base, stages) or base
     live_scores, pred_scores, turns = [], [], []
     for r in results:
         if "score" not in r:
@@ -361,11 +365,12 @@ def _predict_and_compare(
         "url": None,
         "detector": detector,
         "prediction_config": {
-            "llm_ttft_ms": llm,
-            "tts_ttfb_ms": tts,
-            "stt_delay_ms": stt,
+            "llm_ttft_ms": base.llm_ttft_ms,
+            "tts_ttfb_ms": base.tts_ttfb_ms,
+            "stt_delay_ms": base.stt_delay_ms,
             "stt": stt_mode,
-            "draft_hold": draft_hold,
+            "draft_hold": base.draft_hold,
+            "count_compute": base.count_compute,
         },
         "live": aggregate("live", live_scores),
         "predicted": aggregate(detector, pred_scores),
