@@ -31,16 +31,21 @@ most 300 ms with the recogniser 250 ms late, backchannels stopped at most
 10 %, echo and noise none.
 
 Measured 2026-12-06 (``--skip-filters --skip-echo --configs audio+words``;
-backchannels stopped, stop p50; words on time / 250 ms late): demo wb 0/16,
-274 ms / 0/16, 405 ms; demo nb 0/16, 266 / 0/16, 436; tune wb 2/24, 266 /
-5/24, 540; tune nb 0/24, 274 / 7/24, 540; report half wb 3/24, 283 / 9/24,
-390; report half nb 3/24, 338 / 8/24, 513. Before the early hold counted
-its quiet from the hold (a closure inside the first word released it):
-report half wb 289 ms on time, 482 ms late; tune 4/24 and 5/24 late; the
-rest the same. With words on time the goal holds except on the report
-half's telephone copy (stop p50 338 ms) and its backchannels (3 of 24 in
-both bands); with words late, stop p50 is over 300 ms on every set and
-backchannels stopped over 10 % on both halves of the barge-in set.
+backchannels stopped, stop p50; words on time / 250 ms late), since the
+replay's reply says its words where the recorded agent said them and the
+policy reads its place in the agent's text from there (commit ebbc8e0;
+before it, 15 characters a second from the replayed reply's first audio, in
+brackets where different): demo wb 0/16, 274 ms / 0/16, 405 ms; demo nb
+0/16, 266 / 0/16, 436; tune wb 1/24 (2), 281 (266) / 4/24 (5), 562 (540);
+tune nb 0/24, 274 / 5/24 (7), 584 (540); report half wb 2/24 (3), 283 /
+6/24 (9), 479 (390); report half nb 3/24, 346 (338) / 7/24 (8), 519 (513).
+Fewer backchannels stop the agent (at the agent's phrase boundaries, where
+the generator puts half of them, as the recorded timeline has them); bids
+that fall just after a boundary wait for their words. With words on time
+the goal holds except on the report half's telephone copy (stop p50 346 ms)
+and its backchannels (3 of 24, all a long "mhm"); with words late, stop p50
+is over 300 ms on every set and backchannels stopped are over 10 % on the
+tuning half wb (4/24) and the report half (6 and 7 of 24).
 """
 
 from __future__ import annotations
