@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -48,7 +49,7 @@ from livekit.plugins import silero
 from turnkit.audio.timeline import AudioTimeline
 from turnkit.audio.vad import VADAnalyzer, VADStep
 from turnkit.audio.wav import read_wav
-from turnkit.barge_in.controller import Action
+from turnkit.barge_in.controller import Action, BargeInController
 from turnkit.frames import TurnEndFrame
 from turnkit.tts.espeak import EspeakTTS, _trim
 from turnkit_livekit import TurnkitStreamingDetector, attach, turn_detector
@@ -505,6 +506,50 @@ async def test_truncation_uses_tts_word_timestamps() -> None:
     msg = next(m for m in run["history"] if m.role == "assistant")
     assert msg.interrupted
     assert (msg.text_content or "").split() == expected
+
+
+async def test_the_controller_is_told_where_playback_is_in_the_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As the Pipecat host's playback marks do, the LiveKit host tells the
+    barge-in controller how far into the reply's text playback is (where
+    acknowledgements come: the agent's phrase boundaries; whether its
+    question was heard): from the TTS's word times here, each offset the
+    end of a word whose audio had played, up to the words the caller heard
+    when the barge-in stopped it."""
+    _espeak_or_skip()
+    told: list[tuple[str, int]] = []
+    tell = BargeInController.on_agent_progress
+
+    def record(self: BargeInController, text_offset: int) -> None:
+        told.append((self.agent_text, text_offset))
+        tell(self, text_offset)
+
+    monkeypatch.setattr(BargeInController, "on_agent_progress", record)
+    call_id = "headset-bargein-11"
+    _, call = load_call(call_id)
+    turn = _agent_turn(call, 0)  # 6.744 s; barge-in 9.344 s
+    run = await run_reply(
+        call_id,
+        6.0,
+        12.6,
+        turnkit=True,
+        say_at=turn["start"],
+        text=turn["text"],
+        tts_=EspeakWordsTTS(),
+        aligned=True,
+    )
+    bf = run["filter"]
+    assert run["handle"].interrupted and bf.stops == 1, bf.reasons
+    cut = bf.truncations[0]
+    fed = [n for text, n in told if text == cut.text]  # this reply's (not the answer's)
+    heard = len(cut.heard.rstrip())
+    assert fed and 0 < max(fed) <= heard
+    assert fed == sorted(fed)  # playback only moves on
+    ends = {m.end() for m in re.finditer(r"\S+", cut.text)}
+    assert {f for f in fed if f} <= ends  # a word's end each time
+    # the last word heard was reported within a frame or two of its end
+    assert len(cut.text[: max(fed)].split()) >= cut.words_kept - 1
 
 
 # -- the detector stream on a timeline in front of it (no session) ---------------------

@@ -52,6 +52,11 @@ supported pieces only:
   ``interrupted=True``. Without a synchronizer (no room, or
   ``sync_transcription=False``) LiveKit would store the whole generated text.
   :class:`ReplyTextTap` (``session.output.transcription``) collects the text.
+  With each caller frame and transcript the controller is told how far into
+  that text playback is (its TTS word times, else the estimate, against the
+  seconds played, pauses left out), as the Pipecat host's playback marks
+  tell it: an acknowledgement comes at the agent's phrase boundaries, and
+  "okay" after its question was heard answers it.
 
 Everything runs on one timeline, the mic audio's own (the timeline's
 :class:`~turnkit.audio.timeline.AudioClock`: seconds of caller audio
@@ -95,6 +100,7 @@ from turnkit.barge_in import (
     EchoParams,
     PlaybackCursor,
     TruncationConfig,
+    heard_prefix,
 )
 from turnkit.drafting.owed import OwedTurn
 from turnkit.frames import AudioInFrame, Word
@@ -308,15 +314,24 @@ class PlaybackTap(AudioOutput):
         assert self.next_in_chain is not None
         self.next_in_chain.clear_buffer()
 
+    @property
+    def reply(self) -> _Reply | None:
+        """The reply whose audio is playing (or last played)."""
+        return self._reply
+
     def pause(self) -> None:
         if not self._paused:
             self._paused = True
             self._held = self._cut_reference() + self._held
+            if self._reply is not None:
+                self.owner.cursor.on_stopped(self._reply.reply_id, "paused")
         super().pause()
 
     def resume(self) -> None:
         if self._paused:
             self._paused = False
+            if self._reply is not None:
+                self.owner.cursor.on_started(self._reply.reply_id)
             now = self.owner.clock.now()
             self._play_end = max(self._play_end, now)
             for ref in self._held:
@@ -471,7 +486,28 @@ class BargeInFilter:
         if frame.vad.started:
             self.owed.caller_spoke()
         self.controller.on_reply_pending(self._reply_pending())
+        self._report_progress()
         self._execute(self.controller.on_frame(frame.vad, frame.audio))
+
+    def _report_progress(self) -> None:
+        """Tell the controller how far into the reply's text playback is
+        (an acknowledgement comes at the agent's phrase boundaries; "okay"
+        once its question was heard answers it), as the Pipecat host's
+        playback marks do: the text LiveKit has forwarded so far, with its
+        TTS word times where it gives them (else turnkit's estimate), against
+        the seconds played (the cursor's clock, pauses left out)."""
+        reply = self.output.reply if self.output is not None else None
+        t = self.text
+        if not self._audible or reply is None or not t.text.strip():
+            return
+        heard = heard_prefix(
+            t.text,
+            self.cursor.played_s(reply.reply_id),
+            timestamps=t.words if t.timed and t.words else None,
+            anchors=t.anchors,
+            config=self.truncation,
+        )
+        self.controller.on_agent_progress(heard.cut)
 
     def _on_transcribed(self, ev: Any) -> None:
         log.debug("transcript at %.2f s: %r final=%s", self.clock.now(), ev.transcript, ev.is_final)
@@ -481,6 +517,7 @@ class BargeInFilter:
             self._interim = ""
         else:
             self._interim = ev.transcript
+        self._report_progress()
         self._execute(self.controller.on_transcript(" ".join([*self._finals, self._interim])))
         ctl = self.controller
         if ctl.ack_count > self._acks_seen:
