@@ -476,14 +476,14 @@ class _WordsStream(tts.SynthesizeStream):
         output_emitter.end_segment()
 
 
-async def test_truncation_uses_tts_word_timestamps() -> None:
-    """headset-bargein-11: the reply comes from a TTS that gives word times;
-    after the caller's barge-in the stored reply is exactly the words whose
-    audio had ended when playback stopped."""
+async def _barged_in_reply_with_word_times() -> tuple[dict[str, Any], EspeakWordsTTS]:
+    """headset-bargein-11's first reply (6.744 s) from a TTS that gives word
+    times, LiveKit forwarding them (aligned transcript), stopped once by the
+    caller's barge-in (9.344 s)."""
     _espeak_or_skip()
     call_id = "headset-bargein-11"
     _, call = load_call(call_id)
-    turn = _agent_turn(call, 0)  # 6.744 s; barge-in 9.344 s
+    turn = _agent_turn(call, 0)
     words_tts = EspeakWordsTTS()
     run = await run_reply(
         call_id,
@@ -497,6 +497,15 @@ async def test_truncation_uses_tts_word_timestamps() -> None:
     )
     bf = run["filter"]
     assert run["handle"].interrupted and bf.stops == 1, bf.reasons
+    return run, words_tts
+
+
+async def test_truncation_uses_tts_word_timestamps() -> None:
+    """headset-bargein-11: the reply comes from a TTS that gives word times;
+    after the caller's barge-in the stored reply is exactly the words whose
+    audio had ended when playback stopped."""
+    run, words_tts = await _barged_in_reply_with_word_times()
+    bf = run["filter"]
     cut = bf.truncations[0]  # (the reply to the barge-in is cut by the session's close)
     assert cut.method == "timestamps"
     played = cut.played_s
@@ -526,22 +535,8 @@ async def test_the_controller_is_told_where_playback_is_in_the_text(
         tell(self, text_offset)
 
     monkeypatch.setattr(BargeInController, "on_agent_progress", record)
-    call_id = "headset-bargein-11"
-    _, call = load_call(call_id)
-    turn = _agent_turn(call, 0)  # 6.744 s; barge-in 9.344 s
-    run = await run_reply(
-        call_id,
-        6.0,
-        12.6,
-        turnkit=True,
-        say_at=turn["start"],
-        text=turn["text"],
-        tts_=EspeakWordsTTS(),
-        aligned=True,
-    )
-    bf = run["filter"]
-    assert run["handle"].interrupted and bf.stops == 1, bf.reasons
-    cut = bf.truncations[0]
+    run, _ = await _barged_in_reply_with_word_times()
+    cut = run["filter"].truncations[0]
     fed = [n for text, n in told if text == cut.text]  # this reply's (not the answer's)
     heard = len(cut.heard.rstrip())
     assert fed and 0 < max(fed) <= heard
