@@ -276,7 +276,7 @@ class LabelPlanner:
     def _segment_words(self, a: AgentTurn) -> list[Word]:
         """One recorded segment's words, seconds from its start."""
         text, span = a.text.strip(), a.end - a.start
-        if _nominal_s(text) <= FASTEST_SPEECH * span:
+        if _said_whole(text, span):
             return estimate_word_timings(text, duration_s=max(span, 1e-3))
         pace = self.agent_pace()
         return [
@@ -287,15 +287,12 @@ class LabelPlanner:
     def agent_pace(self) -> float:
         """The recorded agent's seconds per nominal second (1: the nominal
         rate of :func:`~turnkit.barge_in.truncation.estimate_word_timings`):
-        the median over its segments said whole (those that fit their
-        span), 1 where none did."""
+        the median over its segments said whole, 1 where none was."""
         if self._pace is None:
             paces = [
-                span / nominal
+                (a.end - a.start) / _nominal_s(a.text.strip())
                 for a in self.agent_turns
-                if (span := a.end - a.start) > 0
-                and (nominal := _nominal_s(a.text.strip())) > 0
-                and nominal <= FASTEST_SPEECH * span
+                if _said_whole(a.text.strip(), a.end - a.start)
             ]
             self._pace = statistics.median(paces) if paces else 1.0
         return self._pace
@@ -305,6 +302,14 @@ def _nominal_s(text: str) -> float:
     """How long ``text`` takes said at the nominal rate (0: no words)."""
     words = estimate_word_timings(text)
     return words[-1].end if words else 0.0
+
+
+def _said_whole(text: str, span: float) -> bool:
+    """A recorded segment's text fits its span said at most
+    :data:`FASTEST_SPEECH` times the nominal rate (else it was cut off);
+    False for a segment with no words or no length."""
+    nominal = _nominal_s(text)
+    return span > 0 and nominal > 0 and nominal <= FASTEST_SPEECH * span
 
 
 def call_seed(config: ReplayConfig, call_id: str, detector: str) -> int:

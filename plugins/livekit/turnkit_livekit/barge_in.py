@@ -176,8 +176,13 @@ class ReplyTextTap(TextOutput):
         self.texts: list[str] = []  # each finished text segment (for recorders)
         self.listeners: list[Any] = []
 
+    @property
+    def timestamps(self) -> list[Word] | None:
+        """The TTS word times of the text so far, if every piece came with them."""
+        return self.words if self.timed and self.words else None
+
     def take(self) -> tuple[str, list[Word], bool, list[tuple[float, int]]]:
-        out = (self.text, self.words, self.timed and bool(self.words), self.anchors)
+        out = (self.text, self.words, self.timestamps is not None, self.anchors)
         self.text, self.words, self.timed, self.flushed = "", [], True, False
         self.anchors = []
         return out
@@ -503,7 +508,7 @@ class BargeInFilter:
         heard = heard_prefix(
             t.text,
             self.cursor.played_s(reply.reply_id),
-            timestamps=t.words if t.timed and t.words else None,
+            timestamps=t.timestamps,
             anchors=t.anchors,
             config=self.truncation,
         )
