@@ -351,6 +351,13 @@ def _predict_and_compare(
                     "predicted_missed": pt.missed,
                     "predicted_interrupted": pt.interrupted,
                     "live_agent_eot_ms": st.get("eot_delay_ms"),
+                    # The agent's decision from the labelled end, the
+                    # reference the prediction's eot_delay_ms is measured
+                    # from (the agent's own eot_delay_ms counts from its
+                    # VAD's speech end, which trailing breath can move).
+                    "live_agent_decision_ms": None
+                    if "decision_at_s" not in st
+                    else round((st["decision_at_s"] - lt.end) * 1000, 1),
                     "predicted_eot_ms": None
                     if pt.eot_delay_ms is None
                     else round(pt.eot_delay_ms, 1),
@@ -428,6 +435,11 @@ def _fed_config(base: Any, st: dict[str, float]) -> Any:
                 # Not a first token: no hold for one (a held live decision
                 # is later; the comparison takes each side's own delay out).
                 "draft_hold": False,
+                # Counted from the agent's decision, with its own draft's head
+                # start already in it: a replay draft begun before the
+                # replay's decision would count that head start twice (576
+                # ms early on a turn the replay drafted).
+                "eager": False,
                 # The transcript reaches a text-reading detector this late.
                 "stt_delay_ms": st.get("stt_ms", 0.0),
                 "count_compute": "decision_lag_ms" not in st,
