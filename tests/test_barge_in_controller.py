@@ -856,6 +856,32 @@ def test_a_closure_inside_a_bids_first_word_does_not_release_its_hold() -> None:
     assert bid.stop_latency_ms < 300
 
 
+def test_a_closure_the_vad_hears_through_waits_for_the_holds_end() -> None:
+    # An excerpt of the barge-in set's call 55 (test half), telephone copy:
+    # "Actually, cancel that." over the agent. The early hold comes 0.23 s
+    # into "actually"; its "ct" closure then reads quiet by its level (the
+    # telephone band leaves out the voicing under it) and the VAD dips one
+    # frame (0.34) and is back (0.51, 0.65). That released the hold a frame
+    # before its end, and the stop waited for the word: 491 ms. Before the
+    # hold's end only a frame the VAD hears as quiet ends the sound; at the
+    # hold's end the voice is back, the hold stands and the word confirms it.
+    rec = load_recording(Path(__file__).parent / "data" / "bargein-55-telephone-actually")
+    assert rec.caller_rate == 8000
+    got: dict = {}
+    score = asyncio.run(
+        replay_call(
+            rec, "fused", ReplayConfig(compute="fixed"), observe=lambda a: got.setdefault("a", a)
+        )
+    )
+    bid = next(t for t in score.turns if t.barge_in and t.turn == 3)
+    start = rec.caller_turns[bid.turn].start
+    assert rec.caller_turns[bid.turn].text.startswith("Actually")
+    log = [act for t, act, _ in got["a"].barge_in.log if start <= t <= start + 1.0]
+    assert log[:2] == [Action.PAUSE, Action.CONFIRM], log
+    assert bid.barge_in_stopped and bid.stop_latency_ms is not None
+    assert bid.stop_latency_ms < 300
+
+
 def _leaky_copy(name: str, tmp_path: Path, under_db: float = 20.0) -> Recording:
     """The demo call as a microphone with no echo reference sends it: the
     agent's own audio (agent.wav, 50 ms later) leaks into caller.wav at

@@ -932,7 +932,14 @@ class BargeInController:
                     self._hold_until = None
                     self.reason = f"short sound with a bid's {why}: the pause stands"
                     return Action.KEEP
-            if ended and now < self._hold_until - 1e-9:
+            # Before the hold's end, an early hold's sound has ended only on
+            # a frame the VAD hears as quiet now: a dip in level alone, or a
+            # one-frame VAD dip it is back from, is a stop consonant's
+            # closure as often as an end ("ac|tually" on a telephone line,
+            # whose band leaves out the voicing under the closure). The
+            # hold's end judges those (a backchannel is over by then).
+            vad_quiet = not seg.speaking or seg.probs[-1] < p.quiet_prob
+            if ended and now < self._hold_until - 1e-9 and (vad_quiet or not seg.early_hold):
                 return self._resume("short sound, no bid: agent goes on", held=seg)
             if now >= self._hold_until - 1e-9:
                 if ended:
