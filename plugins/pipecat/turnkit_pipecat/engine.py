@@ -362,11 +362,17 @@ class TurnkitTurnEngine:
         self._emit(tf)
         self._signals(await self.detector.on_transcript(tf), step)
 
+    def commit_words(self) -> None:
+        """The host ended the user turn on the words so far without a
+        detector end (late words of speech already ended): they are the
+        committed turn's, and the next turn's transcript starts after them."""
+        self.committed_text = self.turn_transcript
+        self._committed = self.transcript
+
     def _signals(self, signals: list[SystemFrame], step: EngineStep) -> None:
         for s in signals:
             if isinstance(s, TurnEndFrame):
-                self.committed_text = self.turn_transcript
-                self._committed = self.transcript
+                self.commit_words()
                 self.decisions.append(s)
                 # The detector's own speech end where it gives one (words
                 # the VAD did not hear may have opened the turn).

@@ -48,6 +48,7 @@ from pipecat.frames.frames import (
     FunctionCallResultFrame,
     InputAudioRawFrame,
     StartFrame,
+    TranscriptionFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
@@ -321,6 +322,8 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         self.speculations = 0  # speculative inferences started
         self.kept = 0  # ... released by the confirmed end (words unchanged)
         self.withdrawn = 0  # ... withdrawn (words changed, or Pipecat withdrew it)
+        self.late_words = 0  # user turns begun on late words, ended on them
+        self._started_here = False  # a user turn began on the frame in hand
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult:
         if isinstance(frame, StartFrame):
@@ -353,6 +356,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
                 self.drafter.on_speech()
             elif step.signals == [] and step.audio == [] and self.engine.turn_transcript:
                 await self._withdraw(self.drafter.on_transcript(self.engine.turn_transcript) is not None)
+        started_here, self._started_here = self._started_here, False
         for s in step.signals:
             if isinstance(s, TurnEndFrame):
                 if self.engine.bot_speaking and not self.engine.user_turn:
@@ -365,7 +369,28 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
                 self.engine.owed.caller_spoke()
                 if self.drafter is not None:
                     self.drafter.on_speech()
+        if started_here and self.engine.user_turn and self._late_words(frame):
+            # A user turn started on a final transcript of speech the
+            # detector has already ended (a segmented STT's slow result, read
+            # as a bid over the bot): no speech is coming for the detector
+            # to end it on, and Pipecat's stop timeout (5 s) would answer it.
+            self.late_words += 1
+            self.engine.commit_words()
+            await self._end()
         return ProcessFrameResult.CONTINUE
+
+    def _late_words(self, frame: Frame) -> bool:
+        """``frame`` is a final transcript, the caller silent, and every
+        sound the VAD heard before it followed by a detector end."""
+        eng = self.engine
+        vad = eng.vad
+        return (
+            isinstance(frame, TranscriptionFrame)
+            and bool(frame.text.strip())
+            and not vad.speaking
+            and bool(eng.speech_ends)
+            and vad.speech_end <= eng.speech_ends[-1] + 1e-6
+        )
 
     def set_agent_text(self, text: str) -> None:
         """The bot's last reply (context for text detectors)."""
@@ -441,6 +466,9 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
 
     async def handle_user_turn_started(self) -> None:
         self.engine.user_turn = True
+        # The start strategies see each frame first: a turn they begin now
+        # began on the frame this strategy is about to see.
+        self._started_here = True
         if self.functions is not None:
             # A new caller turn interrupts the reply to the last one: its
             # reads stop, running writes finish (the gate shields them).
