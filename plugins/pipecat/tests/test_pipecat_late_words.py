@@ -14,11 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bot_frames import with_bot
 from pipecat.frames.frames import (
-    BotStartedSpeakingFrame,
-    BotStoppedSpeakingFrame,
     Frame,
-    InputAudioRawFrame,
     TranscriptionFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -35,23 +33,10 @@ CALL = ROOT / "recordings" / "easy-order-status-01"
 def _frames(rec: Recording, stt_delay_s: float) -> list[Frame]:
     """The call with a segmented STT ``stt_delay_s`` slow, the bot speaking
     over every recorded agent turn."""
-    turns = [(a.start, a.end) for a in rec.agent_turns]
-    out: list[Frame] = []
-    t, i, speaking = 0.0, 0, False
     frames = recording_frames(
         rec, until_s=rec.duration + 2.0, segmented=True, stt_delay_s=stt_delay_s, close_s=0.1
     )
-    for f in frames:
-        if isinstance(f, InputAudioRawFrame):
-            if i < len(turns) and not speaking and t >= turns[i][0]:
-                out.append(BotStartedSpeakingFrame())
-                speaking = True
-            if speaking and t >= turns[i][1]:
-                out.append(BotStoppedSpeakingFrame())
-                speaking, i = False, i + 1
-            t += f.num_frames / f.sample_rate
-        out.append(f)
-    return out
+    return with_bot(frames, [(a.start, a.end) for a in rec.agent_turns])
 
 
 async def _turns(

@@ -14,11 +14,8 @@ from typing import Any
 
 import pytest
 from pipecat.frames.frames import (
-    BotStartedSpeakingFrame,
-    BotStoppedSpeakingFrame,
     Frame,
     FunctionCallInProgressFrame,
-    InputAudioRawFrame,
     LLMFullResponseStartFrame,
 )
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -31,6 +28,7 @@ from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests"))
+from bot_frames import with_bot  # noqa: E402
 from conftest import load_script  # noqa: E402  (the committed scripts, as the core tests load them)
 
 
@@ -49,30 +47,22 @@ def _frames_with_bot(
     LLM response that has not ended (``"llm"``))."""
     turns = [(a.start, a.end) for a in rec.agent_turns]
     turns[-1] = (turns[-1][0], turns[-1][1] + longer_s)
-    out: list[Frame] = []
-    t, i, speaking = 0.0, 0, False
-    for f in recording_frames(rec, until_s=until_s):
-        if isinstance(f, InputAudioRawFrame):
-            if i < len(turns) and not speaking and t >= turns[i][0]:
-                out.append(BotStartedSpeakingFrame())
-                speaking = True
-                if pending == "tool" and i == len(turns) - 1:
-                    out.append(
-                        FunctionCallInProgressFrame(
-                            function_name="order_status",
-                            tool_call_id="call-1",
-                            arguments={},
-                            cancel_on_interruption=True,
-                        )
-                    )
-                elif pending == "llm" and i == len(turns) - 1:
-                    out.append(LLMFullResponseStartFrame())
-            if speaking and t >= turns[i][1]:
-                out.append(BotStoppedSpeakingFrame())
-                speaking, i = False, i + 1
-            t += f.num_frames / f.sample_rate
-        out.append(f)
-    return out
+
+    def waits(i: int) -> list[Frame]:
+        if i < len(turns) - 1:
+            return []
+        if pending == "tool":
+            return [
+                FunctionCallInProgressFrame(
+                    function_name="order_status",
+                    tool_call_id="call-1",
+                    arguments={},
+                    cancel_on_interruption=True,
+                )
+            ]
+        return [LLMFullResponseStartFrame()] if pending == "llm" else []
+
+    return with_bot(recording_frames(rec, until_s=until_s), turns, waits)
 
 
 async def _user_turns(
