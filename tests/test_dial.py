@@ -693,8 +693,10 @@ def test_the_median_prediction_feeds_the_agents_stages_as_each_turn_does() -> No
         "stt_delay_ms": 120.0,
         "stt": "streaming",
         "draft_hold": False,
+        "eager": False,
         "count_compute": False,
     }
     plain = _predict_and_compare([], "fused", "350", "150", 0.0, 5.0)
     assert plain["prediction_config"]["llm_ttft_ms"] == "350"
+    assert plain["prediction_config"]["eager"]
     assert plain["prediction_config"]["count_compute"] and plain["prediction_config"]["draft_hold"]

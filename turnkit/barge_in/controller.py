@@ -256,6 +256,11 @@ class Evidence:
     def duration(self) -> float:
         return self.last_speech - self.onset
 
+    def vad_quiet(self, quiet_prob: float) -> bool:
+        """The VAD hears no speech in it now (stopped, or its last frame
+        under ``quiet_prob``); a dip in level alone is not that."""
+        return not self.speaking or self.probs[-1] < quiet_prob
+
 
 def frame_pitch_hz(audio: np.ndarray, rate: int = 16000) -> float:
     """Fundamental frequency of a voiced frame by normalised autocorrelation
@@ -896,7 +901,7 @@ class BargeInController:
                     Action.CONFIRM,
                     f"speech going on past {said!r}, begun with the agent's first audio",
                 )
-            if not seg.speaking or seg.probs[-1] < p.quiet_prob:
+            if seg.vad_quiet(p.quiet_prob):
                 return self._resume(f"acknowledgement said alone: {said!r}")
             if self._paused_at is not None and now - self._paused_at >= p.word_wait_s - 1e-9:
                 # Neither: a sound the VAD hears with no voice in it (breath,
@@ -938,8 +943,8 @@ class BargeInController:
             # closure as often as an end ("ac|tually" on a telephone line,
             # whose band leaves out the voicing under the closure). The
             # hold's end judges those (a backchannel is over by then).
-            vad_quiet = not seg.speaking or seg.probs[-1] < p.quiet_prob
-            if ended and now < self._hold_until - 1e-9 and (vad_quiet or not seg.early_hold):
+            early_end = seg.vad_quiet(p.quiet_prob) or not seg.early_hold
+            if ended and now < self._hold_until - 1e-9 and early_end:
                 return self._resume("short sound, no bid: agent goes on", held=seg)
             if now >= self._hold_until - 1e-9:
                 if ended:

@@ -377,6 +377,7 @@ def _predict_and_compare(
             "stt_delay_ms": base.stt_delay_ms,
             "stt": stt_mode,
             "draft_hold": base.draft_hold,
+            "eager": base.eager,
             "count_compute": base.count_compute,
         },
         "live": aggregate("live", live_scores),

@@ -362,6 +362,16 @@ class TurnkitTurnEngine:
         self._emit(tf)
         self._signals(await self.detector.on_transcript(tf), step)
 
+    def speech_decided(self) -> bool:
+        """The caller is silent and every sound the VAD heard was followed
+        by a detector end: words arriving now are of a turn already ended."""
+        vad = self.vad
+        return (
+            not vad.speaking
+            and bool(self.speech_ends)
+            and vad.speech_end <= self.speech_ends[-1] + 1e-6
+        )
+
     def commit_words(self) -> None:
         """The host ended the user turn on the words so far without a
         detector end (late words of speech already ended): they are the

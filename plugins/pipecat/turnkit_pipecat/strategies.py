@@ -380,16 +380,12 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         return ProcessFrameResult.CONTINUE
 
     def _late_words(self, frame: Frame) -> bool:
-        """``frame`` is a final transcript, the caller silent, and every
-        sound the VAD heard before it followed by a detector end."""
-        eng = self.engine
-        vad = eng.vad
+        """``frame`` is a final transcript of speech the detector has
+        already ended (:meth:`TurnkitTurnEngine.speech_decided`)."""
         return (
             isinstance(frame, TranscriptionFrame)
             and bool(frame.text.strip())
-            and not vad.speaking
-            and bool(eng.speech_ends)
-            and vad.speech_end <= eng.speech_ends[-1] + 1e-6
+            and self.engine.speech_decided()
         )
 
     def set_agent_text(self, text: str) -> None:
