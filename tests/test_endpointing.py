@@ -1062,3 +1062,55 @@ def test_llm_eou_blocking_score_has_a_total_deadline() -> None:
         with pytest.raises(EngineError, match="timeout"):
             eou.score_sync("hello there", agent_text="Hi")
         assert time.monotonic() - t0 < 1.0 + 20  # the deadline, plus a busy machine's slack
+
+
+@pytest.mark.parametrize("spec", ["silence:stop_ms=300", "fused:audio=off", "smart-turn"])
+async def test_a_decision_waits_for_the_words_of_a_segment_not_yet_written(spec: str) -> None:
+    """Found calling the example Pipecat agent live (Whisper behind a VAD):
+    the detector ended the caller's "Yes." 0.4-0.5 s after it began and the
+    words came 0.45-1.4 s after that; Pipecat's aggregator had no text at
+    the stop, ran no LLM, and the caller was left in silence. Every
+    detector's end now waits for the words of the run of speech it follows
+    when the recogniser writes runs whole and has not written that one, and
+    comes on the frame they land (its reason says so); with no words by the
+    STT's p99 (``final_p99_ms``), at that wait's end."""
+    d = DetectorDriver(spec)
+    d.det.set_recogniser("segmented", 900.0)
+    await d.silence(0.3)
+    await d.speak(0.5)  # "yes"
+    spoken = d.t
+    await d.silence(0.75)  # the STT's VAD closes the run, Whisper runs
+    assert not d.ends(), d.signals
+    landed = d.t
+    await d.say("yes", spoken_until=spoken)
+    await d.silence(0.3)
+    ends = d.ends()
+    assert len(ends) == 1, d.signals
+    assert landed <= ends[0][0] <= landed + 2 * FRAME_S + 1e-6
+    assert "waited for the last speech's words" in ends[0][1].reason
+    ep = d.det.endpointing
+    assert (ep.segment_waits, ep.segment_timeouts) == (1, 0)
+    # The next run's words never come (a cough Whisper writes nothing for).
+    await d.speak(0.4)
+    spoken = d.t
+    await d.silence(1.5)
+    ends = d.ends()
+    assert len(ends) == 2, d.signals
+    waited = (ends[1][0] - spoken) * 1000
+    assert 900 - 100 <= waited <= 900 + 2 * FRAME_S * 1000, waited
+    assert "no words for the last speech" in ends[1][1].reason
+    assert ep.segment_timeouts == 1
+
+
+async def test_a_streaming_recogniser_s_decisions_wait_for_nothing() -> None:
+    """The wait is for a recogniser that writes runs whole: declared
+    streaming, the same call with the words late is decided on its timer."""
+    d = DetectorDriver("silence:stop_ms=300")
+    d.det.set_recogniser("streaming")
+    await d.silence(0.3)
+    await d.speak(0.5)
+    spoken = d.t
+    await d.silence(0.75)
+    ends = d.ends()
+    assert len(ends) == 1 and ends[0][0] - spoken < 0.5, d.signals
+    assert d.det.endpointing.segment_waits == 0

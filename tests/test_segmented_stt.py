@@ -70,12 +70,14 @@ def test_each_run_of_speech_is_written_whole_once_the_vad_closed_it() -> None:
     assert all(f.words for f in streamed)
 
 
-def test_a_segmented_replay_judges_what_the_recogniser_has_written() -> None:
-    """The same call replayed with each recogniser: with the segmented one
-    and a Whisper-like 500 ms delay, fused judges the pause after "from
-    chicago" before that run's words exist, so its first commit there has
-    no words to read; with a streaming one writing on time it reads them
-    (and its reason says so). ReplayConfig records which recogniser it was."""
+def test_a_segmented_replay_waits_for_what_the_recogniser_has_not_written() -> None:
+    """The same call replayed with each recogniser. With a streaming one
+    writing on time, fused judges the pause after "from chicago" on those
+    words and ends the turn there (the caller's "and uh" follows: a cut).
+    With the segmented one and a Whisper-like 500 ms delay, that run's words
+    do not exist at the pause: the decision waits for them, and the caller
+    goes on first; the turn is ended once, after its last run's words came,
+    on them. ReplayConfig records which recogniser it was."""
     rec = load_recording(CALL)
     got: dict[str, list] = {}
     for mode, delay in (("streaming", 0), ("segmented", 500)):
@@ -84,12 +86,32 @@ def test_a_segmented_replay_judges_what_the_recogniser_has_written() -> None:
         asyncio.run(
             replay_call(rec, "fused", cfg, observe=lambda a, m=mode: got.setdefault(m, a.decisions))
         )
-    hold = rec.caller_turns[1].speech_spans()[0][1]  # the pause after "from chicago"
-    for mode, words in (("streaming", True), ("segmented", False)):
-        at_hold = [d for d in got[mode] if 0 < d.at - hold < 0.5]
-        assert len(at_hold) == 1, (mode, got[mode])
-        assert ("p_text" in at_hold[0].reason) is words, at_hold[0].reason
+    turn = rec.caller_turns[1]
+    hold = turn.speech_spans()[0][1]  # the pause after "from chicago"
+    at_hold = [d for d in got["streaming"] if 0 < d.at - hold < 0.5]
+    assert len(at_hold) == 1 and "p_text" in at_hold[0].reason, got["streaming"]
+    in_turn = [d for d in got["segmented"] if hold < d.at < turn.end + 2.0]
+    assert len(in_turn) == 1, got["segmented"]
+    # The last run's words: its end, the VAD's stop time, the delay.
+    assert in_turn[0].at >= turn.end + 0.096 + 0.5 - 0.032, in_turn[0]
+    assert "p_text" in in_turn[0].reason, in_turn[0].reason
     assert ReplayConfig(stt="segmented").model_dump()["stt"] == "segmented"
+
+
+def test_a_caller_reading_the_number_the_reply_will_read_back_is_heard() -> None:
+    """phone-digits-02, a segmented recogniser 300 ms slow: the detector
+    ends "my number is four one five five five five" at the digit run's
+    ceiling, and the reply ("Thanks. I have four one five, five five five,
+    zero one three two. Is that right?") begins as the caller goes on with
+    "zero one three two". Those words were taken for the reply's echo (its
+    text holds them, though 0.2 s of it had played) and the agent talked
+    over the caller, who got no answer; now the agent stops for them and
+    answers the whole number."""
+    rec = load_recording(ROOT / "recordings" / "phone-digits-02")
+    cfg = ReplayConfig(compute="fixed", stt="segmented", stt_delay_ms=300)
+    score = asyncio.run(replay_call(rec, "fused", cfg))
+    turn = next(t for t in score.turns if t.turn == 1)
+    assert not turn.missed and turn.response_ms is not None, turn
 
 
 def test_cli_stt_option(tmp_path: Path) -> None:

@@ -103,10 +103,10 @@ class EndOfTurnDetector:
         once it has played)."""
         self.endpointing.agent_started()
 
-    def set_recogniser(self, kind: RecogniserKind) -> None:
-        """The host's recogniser, where it knows (see
-        :meth:`~turnkit.detectors.endpointing.Endpointing.set_recogniser`)."""
-        self.endpointing.set_recogniser(kind)
+    def set_recogniser(self, kind: RecogniserKind, final_p99_ms: float | None = None) -> None:
+        """The host's recogniser, where it knows, and how late its words may
+        come (see :meth:`~turnkit.detectors.endpointing.Endpointing.set_recogniser`)."""
+        self.endpointing.set_recogniser(kind, final_p99_ms)
 
     def attach_drafter(self, drafter: EagerDrafter | None) -> None:
         """The host's drafter (None: it drafts nothing): with its

@@ -112,6 +112,7 @@ __all__ = [
     "CEILING_MS",
     "DIGIT_RUN_FLOOR_MS",
     "DIGIT_RUN_MS",
+    "SEGMENT_WAIT_MS",
     "ComputeMode",
     "Endpointing",
     "Evidence",
@@ -156,6 +157,11 @@ DIGIT_RUN_MS = 950.0
 # sigma 0.65) and weighs them against p; a threshold detector cannot, so it
 # waits out 4 in 5 of them: 300 ms x e^(0.65 x 0.84) = 520 ms.
 DIGIT_RUN_FLOOR_MS = 520.0
+# How long after a run of speech a recogniser that writes each run whole
+# once its VAD closed it (Whisper behind a VAD) may take to write it, unless
+# the host says (its STT's p99 time to a final): Pipecat's own default for
+# an STT that does not say (``pipecat.services.stt_latency.DEFAULT_TTFS_P99``).
+SEGMENT_WAIT_MS = 1000.0
 # The same floor where the caller's bare "yes" answers an offer of more
 # ("Anything else?": turnkit.text.question.announces_more): the request
 # follows after a hold of the kind the patient profile models, and the text
@@ -449,6 +455,7 @@ class _Pause:
     # looks run one after another on the host's one thread.
     ready_at: float = 0.0
     eager_sent: bool = False
+    segment_waited: bool = False  # due, but waited for a segment's words
 
 
 class Endpointing:
@@ -490,6 +497,9 @@ class Endpointing:
         self.scores = 0  # looks at the evidence
         self._scorer_failed = False
         self._recogniser: RecogniserKind | None = None  # what the host said it runs
+        self.segment_wait_ms = SEGMENT_WAIT_MS  # see words_owed_by_segment
+        self.segment_waits = 0  # commits that waited for a segment's words
+        self.segment_timeouts = 0  # ...and were made at the wait's end without them
         self.reset()
 
     # -- state ---------------------------------------------------------------
@@ -614,12 +624,32 @@ class Endpointing:
             return policy
         return policy.model_copy(update={"min_wait_ms": floor, "max_wait_ms": ceiling})
 
-    def set_recogniser(self, kind: RecogniserKind) -> None:
+    def set_recogniser(self, kind: RecogniserKind, final_p99_ms: float | None = None) -> None:
         """What the host's recogniser is, where it knows: ``segmented``
         (Whisper behind a VAD) is then read so from the first turn instead
         of after three updates; ``streaming`` is still learnt from the
-        updates (a streaming recogniser shows itself within a turn)."""
+        updates (a streaming recogniser shows itself within a turn).
+        ``final_p99_ms``: how long after a run of speech its words may take
+        at most (p99; Pipecat's ``STTMetadataFrame.ttfs_p99_latency``), the
+        longest a decision waits for them (:meth:`words_owed_by_segment`)."""
         self._recogniser = self._streaming.declared = kind
+        if final_p99_ms is not None:
+            self.segment_wait_ms = max(0.0, float(final_p99_ms))
+
+    def words_owed_by_segment(self) -> bool:
+        """A recogniser that writes each run of speech whole once its VAD
+        closed it (:attr:`StreamingWatch.segmented`) has not yet written the
+        run this pause follows (:attr:`StreamingWatch.behind`). A decision
+        made now is the turn's end with its last words missing, or with no
+        words at all: a reply to the words before them, or none (Pipecat's
+        aggregator runs no LLM for an empty turn: the caller's "Yes."
+        written 0.5-1.4 s after a detector ended it went unanswered in 2 of
+        8 turns of a live call). So every detector's end waits for those
+        words — the reply needs them, whatever the evidence — for at most
+        ``segment_wait_ms`` after the speech (the STT's p99), as Pipecat's
+        own stop strategies do (``wait_for_transcript``)."""
+        watch = self._streaming
+        return watch.segmented and watch.behind
 
     def turn_text(self) -> str:
         """The current turn's words: the transcript, unless its last word was
@@ -642,8 +672,7 @@ class Endpointing:
         scorer hears, and afresh when the run's words come. With word times
         the owed-words rule waits for them instead."""
         text = self.turn_text()
-        watch = self._streaming
-        if text and not self._timed and watch.segmented and watch.behind:
+        if text and not self._timed and self.words_owed_by_segment():
             return ""
         return text
 
@@ -934,16 +963,31 @@ class Endpointing:
             # finished the audio sounds, that is not a turn the agent can
             # answer yet: the ceiling, as for any turn without text evidence.
             wait = max(wait, policy.max_wait_ms)
+        segment_owed = self.words_owed_by_segment()
+        if segment_owed:
+            if silent_ms >= wait - 1e-6:
+                pause.segment_waited = True  # due, but for the words
+            # Its own ceiling, not the policy's: the words' time is the STT's.
+            wait = max(wait, self.segment_wait_ms)
         p = pause.score.p if pause.score is not None else None
         # With a drafting host, a commit due before a draft sent now could
         # have its first token (due now included) drafts first: the reply
         # comes as soon, and the caller has that long to go on uncut.
         draft_first = not pause.eager_sent and p is not None and self._commit_due(wait - silent_ms)
         if silent_ms >= wait - 1e-6 and not draft_first and not self._draft_holds(now):
-            out.append(self._commit(pause, silent_ms, wait, policy))
+            waited = pause.segment_waited
+            end = self._commit(pause, silent_ms, wait, policy)
+            if waited:
+                self.segment_waits += 1
+                end.reason += " (waited for the last speech's words)"
+            if segment_owed:
+                self.segment_timeouts += 1
+                end.reason += f" (no words for the last speech in {silent_ms:.0f} ms: STT p99)"
+            out.append(end)
             return out
         if (
-            not pause.eager_sent
+            not segment_owed
+            and not pause.eager_sent
             and p is not None
             and (draft_first or (policy.eager is not None and p >= policy.eager))
         ):

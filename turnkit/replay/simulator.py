@@ -94,6 +94,9 @@ CHARS_PER_SECOND = 15.0
 # the part said, need 1.24-4.5 (7 of 240 in the barge-in sets under 1.25,
 # read as said whole).
 FASTEST_SPEECH = 1.25
+# The VAD's speech end can come a frame or two before the last word's end,
+# which the replay's segmented recogniser counts its delay from.
+SEGMENT_MARGIN_MS = 64.0
 
 
 class ReplayConfig(BaseModel):
@@ -435,7 +438,14 @@ async def replay_call(
     compute = config.compute if config.count_compute else "none"
     detector.set_compute(compute)
     if config.stt == "segmented":
-        detector.set_recogniser("segmented")  # as a host that runs one says
+        # As a host that runs one says, with the longest its words take
+        # after a run of speech: the schedule below (VAD close, delay,
+        # jitter) counts from the last word's end, which the VAD's speech
+        # end can precede by a frame or two.
+        detector.set_recogniser(
+            "segmented",
+            config.vad_stop_ms + config.stt_delay_ms + config.stt_jitter_ms + SEGMENT_MARGIN_MS,
+        )
     vad = VADAnalyzer(
         params=VADParams(
             threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms

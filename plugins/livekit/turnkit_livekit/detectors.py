@@ -236,7 +236,10 @@ class TurnkitStreamingDetector:
     ``recogniser="segmented"``: the session's STT writes each speech segment
     once the VAD closed it (a non-streaming STT behind LiveKit's
     ``StreamAdapter``, Whisper): a pause is then not judged on the words of
-    the segment before (``Endpointing.judged_text``).
+    the segment before (``Endpointing.judged_text``), and a decision waits
+    for the segment's words (LiveKit commits a turn's final transcript: a
+    decision before it commits the words before them, or none), at most
+    ``final_p99_s`` after the speech (the STT's p99 time to a final; 1 s).
 
     Example::
 
@@ -252,10 +255,12 @@ class TurnkitStreamingDetector:
         on_signal: Callable[[SystemFrame], None] | None = None,
         line_rate: int | None = None,
         recogniser: RecogniserKind = "streaming",
+        final_p99_s: float | None = None,
     ) -> None:
         create_detector(spec, VirtualClock())  # validate now, not on the first call
         self.spec = spec
         self.recogniser: RecogniserKind = recogniser
+        self.final_p99_s = final_p99_s
         # The caller's line rate when LiveKit already resampled it (a SIP
         # phone call at 8 kHz reaches the agent as 16/48 kHz frames).
         self.line_rate = line_rate
@@ -312,7 +317,9 @@ class TurnkitDetectorStream:
         # before this stream's task takes them from its queue).
         self.clock = AudioClock()
         self.detector: EndOfTurnDetector = create_detector(owner.spec, self.clock)
-        self.detector.set_recogniser(owner.recogniser)
+        self.detector.set_recogniser(
+            owner.recogniser, None if owner.final_p99_s is None else owner.final_p99_s * 1000
+        )
         self._timeline: AudioTimeline | None = None  # made by the first frame, or shared
         self._shared = False  # an input in front of LiveKit drives the timeline
         self._foreign_warned = False

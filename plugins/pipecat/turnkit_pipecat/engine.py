@@ -41,6 +41,7 @@ from pipecat.frames.frames import (
     Frame,
     InputAudioRawFrame,
     InterimTranscriptionFrame,
+    STTMetadataFrame,
     TranscriptionFrame,
 )
 from turnkit.audio.timeline import SAMPLE_RATE, AudioTimeline
@@ -113,8 +114,11 @@ class TurnkitTurnEngine:
     once the VAD has closed it (Pipecat's ``WhisperSTTService``,
     ``OpenAISTTService``: a ``SegmentedSTTService``): a pause is then not
     judged on the words written before the segment just spoken, from the
-    first turn (see ``Endpointing.judged_text``). Left at ``"streaming"``,
-    the detector still learns it after three segments.
+    first turn (see ``Endpointing.judged_text``), and a decision waits for
+    the segment's words before it ends the turn (Pipecat's aggregator runs
+    no LLM for a turn with none), at most the STT's ``ttfs_p99_latency``
+    (its ``STTMetadataFrame``; 1 s until one comes). Left at
+    ``"streaming"``, the detector still learns it after three segments.
     """
 
     def __init__(
@@ -132,6 +136,7 @@ class TurnkitTurnEngine:
         if isinstance(detector, str):
             detector = create_detector(detector, self.clock)
         self.detector = detector
+        self.recogniser: RecogniserKind = recogniser
         detector.set_recogniser(recogniser)
         # The session's one timeline: framing, 16 kHz, echo filter, VAD, clock.
         self.timeline = AudioTimeline(self.clock, echo=echo, vad=vad, vad_params=vad_params)
@@ -288,6 +293,10 @@ class TurnkitTurnEngine:
             self.detector.agent_started()
         elif isinstance(frame, BotStoppedSpeakingFrame):
             self.bot_speaking = False
+        elif isinstance(frame, STTMetadataFrame):
+            # How late the STT's finals come (its p99 after speech ends): the
+            # longest a decision waits for a segment's words.
+            self.detector.set_recogniser(self.recogniser, frame.ttfs_p99_latency * 1000)
         self._last = (frame, step)
         self._fed.set()
         return step

@@ -1,0 +1,67 @@
+"""A segmented STT (Whisper behind a VAD, the example agent's) writes each
+run of the caller's speech only after its VAD closed it, 0.3-1.4 s into the
+pause. A turn the detector ended before its words came reached Pipecat's
+aggregator empty: Pipecat runs no LLM for it, and the caller, who had
+answered "Yes.", heard nothing (the example agent, `turnkit dial`: 2 turns
+in 8). turnkit's endpointing now holds the end until the words of the run
+it follows are written, at most the STT's p99 time to a final (its
+``STTMetadataFrame``). Real ``LLMUserAggregator`` with the turnkit
+strategies, the demo calls' audio and words, the bot speaking where the
+recorded agent did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bot_frames import with_bot
+from pipecat.frames.frames import STTMetadataFrame
+from pipecat.processors.aggregators.llm_context import LLMContext
+from turnkit.replay.recording import load_recording
+
+from turnkit_pipecat import TurnkitTurnEngine, TurnkitUserTurnStartStrategy
+from turnkit_pipecat.replay import recording_frames, replay_user_aggregator, run_frames
+from turnkit_pipecat.strategies import TurnkitUserTurnStopStrategy
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+async def _ended_by_turnkit(call: str, stt_delay_s: float) -> list[str]:
+    """The text of each user turn turnkit's stop strategy ended."""
+    rec = load_recording(ROOT / "recordings" / call)
+    engine = TurnkitTurnEngine("fused", recogniser="segmented")
+    context = LLMContext()
+    start = TurnkitUserTurnStartStrategy(engine)
+    stop = TurnkitUserTurnStopStrategy(engine, context=context)
+    agg = replay_user_aggregator(context, start, stop)
+    written: list[str] = []
+
+    @agg.event_handler("on_user_turn_stopped")
+    async def _stopped(_agg: Any, strategy: Any, message: Any) -> None:
+        if strategy is stop:
+            written.append(message.content or "")
+
+    frames = recording_frames(
+        rec, until_s=rec.duration + 2.0, segmented=True, stt_delay_s=stt_delay_s, close_s=0.096
+    )
+    await run_frames([agg], engine, with_bot(frames, [(a.start, a.end) for a in rec.agent_turns]))
+    return written
+
+
+@pytest.mark.parametrize("call", ["easy-order-status-01", "easy-short-08"])
+async def test_each_caller_turn_is_ended_once_with_its_words(call: str) -> None:
+    """0.7 s: Whisper tiny.en on a CPU. Before the hold, easy-short-08's
+    first turn was ended empty and its "is friday open | no" answered as
+    one turn; easy-order-status-01's "hi" was answered alone, before "i'd
+    like to check on my order" was written."""
+    written = await _ended_by_turnkit(call, 0.7)
+    turns = load_recording(ROOT / "recordings" / call).caller_turns
+    assert len(written) == len(turns), written
+    assert all(text.strip() for text in written), written
+
+
+async def test_the_stt_says_how_long_its_words_may_take() -> None:
+    engine = TurnkitTurnEngine("silence", recogniser="segmented")
+    await engine.feed(STTMetadataFrame(service_name="stt", ttfs_p99_latency=0.4))
+    assert engine.detector.endpointing.segment_wait_ms == pytest.approx(400.0)
