@@ -15,6 +15,7 @@ import asyncio
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from engine import engine_metrics, running_llama_server
@@ -361,22 +362,19 @@ async def test_ten_thousand_cancelled_drafts_leak_no_tasks() -> None:
     assert len(asyncio.all_tasks()) == before
 
 
-async def test_fake_slow_read_in_a_confirmed_reply_gets_a_filler(
-    fake: FakeEngine, tmp_path: Path
-) -> None:
+async def _filler_responder(
+    fake: FakeEngine, tmp_path: Path, find_table: Any, threshold_s: float
+) -> tuple[Responder, FillerScheduler, list[AudioOutFrame], Out]:
+    """A drafting Responder on the fake engine's tool-calling agent, with
+    real pre-rendered filler lines (espeak-ng): (responder, fillers, the
+    filler audio played, its text output)."""
     require_espeak()
     clock = RealClock()
-
-    @tool(effect="read", timeout_s=5)
-    async def find_table(party: int) -> str:
-        await asyncio.sleep(0.8)
-        return f"a table for {party} at 20:00"
-
     line = ("One moment, let me check that.", "Let me look that up.")
     bank = FillerBank(line, EspeakTTS("en-us"), 16000, cache_dir=tmp_path)
     await bank.prerender()
     audio: list[AudioOutFrame] = []
-    fillers = FillerScheduler(bank, clock, sink=audio.append, threshold_s=0.3)
+    fillers = FillerScheduler(bank, clock, sink=audio.append, threshold_s=threshold_s)
     out = Out()
     r = Responder(
         ChatClient(fake.url("agent"), first_token_timeout_s=5),
@@ -386,6 +384,19 @@ async def test_fake_slow_read_in_a_confirmed_reply_gets_a_filler(
         gate=ToolGate([find_table], clock),
         fillers=fillers,
     )
+    return r, fillers, audio, out
+
+
+async def test_fake_slow_read_in_a_confirmed_reply_gets_a_filler(
+    fake: FakeEngine, tmp_path: Path
+) -> None:
+
+    @tool(effect="read", timeout_s=5)
+    async def find_table(party: int) -> str:
+        await asyncio.sleep(0.8)
+        return f"a table for {party} at 20:00"
+
+    r, fillers, audio, out = await _filler_responder(fake, tmp_path, find_table, 0.3)
     # In a draft the read runs silently: no filler for a reply nobody hears yet.
     await r.on_eager("a table for two")
     await until(lambda: fake.requests >= 2)
@@ -400,6 +411,39 @@ async def test_fake_slow_read_in_a_confirmed_reply_gets_a_filler(
     assert rec.tool == "find_table"
     assert rec.ack_latency_s is not None and rec.ack_latency_s < rec.answer_latency_s  # type: ignore[operator]
     assert audio and out.text == "Hello!"
+    await r.client.aclose()
+
+
+async def test_fake_slow_read_begun_in_a_draft_gets_a_filler_once_released(
+    fake: FakeEngine, tmp_path: Path
+) -> None:
+    """A draft's read still running when the turn is confirmed: the caller
+    now waits on it, so its filler is scheduled at the release, its
+    threshold counted from the read's start (the replay's demo call: a
+    1.8 s order lookup begun in a draft just before the caller's "Yes." was
+    confirmed was answered 2.3 s after the decision, with no filler)."""
+    began = asyncio.Event()
+    result = asyncio.Event()
+
+    @tool(effect="read", timeout_s=10)
+    async def find_table(party: int) -> str:
+        began.set()
+        await result.wait()  # the test says when the lookup answers
+        return f"a table for {party} at 20:00"
+
+    r, fillers, audio, out = await _filler_responder(fake, tmp_path, find_table, 0.2)
+    await r.on_eager("a table for two")
+    await asyncio.wait_for(began.wait(), 10)
+    assert not fillers.records  # a draft: nobody hears it yet
+    await r.on_end("a table for two")  # the same words: the draft is released
+    assert r.stats.drafts_used == 1
+    await until(lambda: bool(audio))  # the filler plays while the read runs
+    (rec,) = fillers.records
+    assert rec.result_at is None and rec.first_audio_at is not None
+    result.set()
+    await asyncio.wait_for(out.final.wait(), 10)
+    await fillers.idle()
+    assert out.text == "Hello!"
     await r.client.aclose()
 
 

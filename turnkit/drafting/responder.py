@@ -92,7 +92,7 @@ from turnkit.clock import Clock
 from turnkit.drafting.drafter import Draft, EagerDrafter
 from turnkit.drafting.owed import AFTER_REPLY_S, OwedTurn
 from turnkit.drafting.tools import DraftContext, ToolGate, Turn
-from turnkit.fillers.scheduler import FillerScheduler
+from turnkit.fillers.scheduler import FillerGuard, FillerScheduler
 from turnkit.frames import (
     AgentAudioStartedFrame,
     AgentAudioStoppedFrame,
@@ -650,14 +650,11 @@ class Responder:
             except ValueError as exc:
                 content = f"Invalid arguments for {c.name}: {exc}"
             else:
-                guard = None
-                if self.fillers is not None and req.released.is_set():
-                    guard = self.fillers.start(c.name)
+                filler = _ToolFiller(self.fillers, req, c.name, self.clock.now())
                 try:
                     result = await self.gate.call(req.ctx, c.name, args)
                 finally:
-                    if guard is not None:
-                        guard.stop()
+                    filler.stop()
                 content = result.for_llm()
             req.messages.append({"role": "tool", "tool_call_id": c.id, "content": content})
 
@@ -704,6 +701,40 @@ class Responder:
             return
         self.history = truncate_history(self.history, heard, self.cursor.config)
         self._spoken_cut = req.reply_id
+
+
+class _ToolFiller:
+    """The filler for one tool call of ``req``: guarded from the call's
+    start in a released reply; in a draft, from the draft's release if the
+    call still runs then (its threshold counted from the call's start). A
+    draft's slow read left the caller in silence for the rest of it: the
+    demo's 1.8 s order lookup, begun in a draft just before the caller's
+    "Yes." was confirmed, was answered 2.3 s after the decision with no
+    filler (a reply that began it after the decision played one at 1.2 s)."""
+
+    def __init__(
+        self, fillers: FillerScheduler | None, req: _Request, tool: str, started: float
+    ) -> None:
+        self.guard: FillerGuard | None = None
+        self._wait: asyncio.Task[None] | None = None
+        if fillers is None:
+            return
+        if req.released.is_set():
+            self.guard = fillers.start(tool)
+            return
+
+        async def on_release() -> None:
+            await req.released.wait()
+            self.guard = fillers.start(tool, started)
+
+        self._wait = asyncio.ensure_future(on_release())
+
+    def stop(self) -> None:
+        """The call returned (or was cancelled)."""
+        if self._wait is not None and not self._wait.done():
+            self._wait.cancel()
+        if self.guard is not None:
+            self.guard.stop()
 
 
 def _approx_tokens(message: dict[str, Any]) -> int:

@@ -121,12 +121,16 @@ class FillerGuard:
 
     # --- lifecycle -------------------------------------------------------
 
-    def start(self) -> FillerGuard:
-        """The tool starts now: schedule a filler at now + threshold."""
+    def start(self, started_at: float | None = None) -> FillerGuard:
+        """The tool starts now (or started at ``started_at``, before its
+        reply was the caller's to hear: a draft's read, guarded once the
+        draft is released): schedule a filler at that + threshold (at once
+        if that has passed)."""
         if self.record is not None:
             raise RuntimeError(f"filler guard for {self.tool!r} already started")
         s = self._s
-        self.record = FillerRecord(self.tool, s.clock.now(), self.threshold_s, s.frame_s)
+        at = s.clock.now() if started_at is None else min(started_at, s.clock.now())
+        self.record = FillerRecord(self.tool, at, self.threshold_s, s.frame_s)
         s.records.append(self.record)
         s._stats(self.tool).calls += 1
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"filler:{self.tool}")
@@ -339,9 +343,10 @@ class FillerScheduler:
             raise RuntimeError("FillerScheduler needs a prerendered bank: await bank.prerender()")
         return FillerGuard(self, tool, self.threshold_for(tool))
 
-    def start(self, tool: str) -> FillerGuard:
-        """Start guarding ``tool`` now; call ``.stop()`` on its result."""
-        return self.guard(tool).start()
+    def start(self, tool: str, started_at: float | None = None) -> FillerGuard:
+        """Start guarding ``tool`` now (begun at ``started_at``: see
+        :meth:`FillerGuard.start`); call ``.stop()`` on its result."""
+        return self.guard(tool).start(started_at)
 
     @property
     def playing(self) -> bool:
