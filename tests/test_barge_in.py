@@ -134,6 +134,20 @@ def test_transcript_echo_check() -> None:
     assert not check.is_echo("make that friday", 2.0)
 
 
+def test_words_the_agent_has_not_played_yet_are_no_echo() -> None:
+    """The caller reads out the number the agent's reply, 0.2 s in, is
+    about to read back: the reply playing now counts only as far as it has
+    played; an earlier reply counts whole."""
+    check = EchoTranscriptCheck()
+    check.agent_said("What is the new number?", at=1.0)
+    reply = "Thanks. I have four one five, zero one three two. Is that right?"
+    check.agent_said(reply, at=12.63)
+    played = len("Thanks. ")
+    assert not check.is_echo("zero one three two", 14.2, 12.63, played)
+    assert check.is_echo("zero one three two", 16.0, 12.63, reply.index("Is"))
+    assert check.is_echo("the new number", 14.2, 12.63, played)
+
+
 @pytest.mark.parametrize(
     ("text", "lang", "bc"),
     [

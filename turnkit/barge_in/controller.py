@@ -125,6 +125,9 @@ __all__ = ["Action", "BargeInController", "BargeInParams", "Evidence"]
 # Voiced frames a turn needs before its level counts (0.16 s).
 TURN_LEVEL_FRAMES = 5
 CHARS_PER_SECOND = 15.0  # the agent's speaking rate when no playback marks arrive
+# How far past the played position the echo check still looks: a playback
+# mark comes at a word's start, the nominal rate drifts (one long word).
+ECHO_SLACK_CHARS = 12
 # An acknowledgement word begun this close before the end of the agent's
 # yes/no question answers it (see BargeInController._question_asked).
 ANSWER_PROJECTION_S = 0.3
@@ -829,7 +832,16 @@ class BargeInController:
 
     def _judge_words(self, seg: Evidence) -> Action:
         text = " ".join(seg.words)
-        if self.echo_check.is_echo(text, self.clock.now()):
+        now = self.clock.now()
+        start = self._agent_start
+        played = None
+        if start is not None:
+            played = self._played_chars
+            if played is None:
+                played = int((now - start) * CHARS_PER_SECOND)
+            # Marks (and the nominal rate) trail the audio by up to a word.
+            played += ECHO_SLACK_CHARS
+        if self.echo_check.is_echo(text, now, start, played):
             seg.words = []
             if self._paused:
                 return self._resume(f"echo of the agent's words: {text!r}")

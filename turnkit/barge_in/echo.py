@@ -530,28 +530,46 @@ _WORD = re.compile(r"[a-z0-9']+")
 class EchoTranscriptCheck:
     """Is a caller transcript the agent's own words coming back?
 
-    Evidence: the agent's text of the last ``window_s`` seconds. A
-    transcript of at least ``min_words`` words that appears as a contiguous
-    run of the agent's words is echo (a recogniser hearing the loudspeaker);
-    one or two words ("friday", "yes") are too common to tell, so they pass.
+    Evidence: the agent's text of the last ``window_s`` seconds, as far as
+    it has played: the reply playing now only up to ``played_chars`` (the
+    host's playback marks, or time at a nominal rate). A transcript of at
+    least ``min_words`` words that appears as a contiguous run of those
+    words is echo (a recogniser hearing the loudspeaker); one or two words
+    ("friday", "yes") are too common to tell, so they pass. Words the agent
+    has not said yet cannot come back: a caller reading out "zero one three
+    two" while the agent's reply, 0.2 s in, was to read the same number
+    back was taken for its echo and talked over for the whole reply.
     """
 
     def __init__(self, min_words: int = 2, window_s: float = 20.0) -> None:
         self.min_words = min_words
         self.window_s = window_s
-        self._texts: deque[tuple[float, list[str]]] = deque()
+        self._texts: deque[tuple[float, str]] = deque()
 
     def agent_said(self, text: str, at: float) -> None:
-        self._texts.append((at, _WORD.findall(text.lower())))
+        """The agent's text ``text`` began playing at ``at``."""
+        self._texts.append((at, text.lower()))
 
-    def is_echo(self, transcript: str, now: float) -> bool:
+    def is_echo(
+        self,
+        transcript: str,
+        now: float,
+        playing_since: float | None = None,
+        played_chars: int | None = None,
+    ) -> bool:
+        """``playing_since``/``played_chars``: the reply playing now began
+        at that time and has played that many characters of its text
+        (``agent_said`` texts from then on are cut there)."""
         while self._texts and self._texts[0][0] < now - self.window_s:
             self._texts.popleft()
         words = _WORD.findall(transcript.lower())
         if len(words) < self.min_words:
             return False
         k = len(words)
-        for _, agent in self._texts:
+        for at, text in self._texts:
+            if playing_since is not None and played_chars is not None and at >= playing_since - 1e-9:
+                text = text[: max(0, played_chars)]
+            agent = _WORD.findall(text)
             for i in range(len(agent) - k + 1):
                 if agent[i : i + k] == words:
                     return True
