@@ -92,9 +92,11 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
     in the engine's :class:`~turnkit.drafting.owed.OwedTurn`) becomes a user
     turn when the bot stops, if that rule says it is owed an answer ("Okay"
     over the bot's closing words, then silence; counted in
-    ``owed_answered``); and a detector end that finds no user turn with the
+    ``owed_answered``); a detector end that finds no user turn with the
     bot silent (a turn begun under the bot's audio) starts one, so that the
-    stop strategy's end is answered."""
+    stop strategy's end is answered; and so do words of a turn the
+    detector ended before they came (a segmented STT past its p99: counted
+    in ``late_answered``)."""
 
     def __init__(
         self,
@@ -117,6 +119,7 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
             barge_in if barge_in is not None else BargeInController(engine.clock)
         )
         self.interruptions = 0
+        self.late_answered = 0  # turns ended before their last words, answered on them
         self.ignored = 0  # speech onsets the controller let the bot talk through
         self.held = 0  # pause actions (the bot talked on: Pipecat cannot hold)
         self.resumed = 0
@@ -175,6 +178,17 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         words = step.transcript
         if words is not None and await self._execute(ctl.on_transcript(words.text)):
             return ProcessFrameResult.CONTINUE
+        if words is not None and self._late_words_of_an_ended_turn(frame):
+            # The detector ended the turn without these words (a segmented
+            # STT slower than its p99: Whisper took 1.6 s on a busy machine):
+            # Pipecat asked no LLM for an empty turn, or one for the words
+            # before them ("hi" of "hi, | i'd like to check on my order").
+            # A user turn started now (a reply on its way is dropped, as
+            # when the caller goes on) is ended by the stop strategy on this
+            # same frame (its late-words rule) and answered whole.
+            self.late_answered += 1
+            await self.trigger_user_turn_started()
+            return ProcessFrameResult.CONTINUE
         if not isinstance(frame, InputAudioRawFrame):
             return ProcessFrameResult.CONTINUE
         for af in step.audio:
@@ -208,6 +222,17 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
             else:
                 self._unstarted = False
         return ProcessFrameResult.CONTINUE
+
+    def _late_words_of_an_ended_turn(self, frame: Frame) -> bool:
+        """``frame`` is a final transcript with new words of speech the
+        detector has already ended, the bot silent, no user turn on."""
+        return (
+            isinstance(frame, TranscriptionFrame)
+            and bool(self.engine.turn_transcript)
+            and not self.engine.bot_speaking
+            and not self.engine.user_turn
+            and self.engine.speech_decided()
+        )
 
     async def _execute(self, act: Action) -> bool:
         """Carry out one controller action; True when it interrupted the bot."""
