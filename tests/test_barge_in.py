@@ -146,6 +146,10 @@ def test_words_the_agent_has_not_played_yet_are_no_echo() -> None:
     assert not check.is_echo("zero one three two", 14.2, 12.63, played)
     assert check.is_echo("zero one three two", 16.0, 12.63, reply.index("Is"))
     assert check.is_echo("the new number", 14.2, 12.63, played)
+    # Cut off after "four one five": the rest of it was never said.
+    check.agent_stopped(12.63, reply.index(", zero"))
+    assert not check.is_echo("zero one three two", 16.0)
+    assert check.is_echo("i have four one five", 16.0)
 
 
 @pytest.mark.parametrize(

@@ -418,6 +418,10 @@ class BargeInController:
 
     def on_agent_stopped(self, at: float | None = None) -> None:
         """The agent's audio ended (completed, stopped or flushed by the host)."""
+        if self._agent_start is not None:
+            # What it did not say of its text cannot come back as echo.
+            now = self.clock.now() if at is None else at
+            self.echo_check.agent_stopped(self._agent_start, self._played_for_echo(now))
         self._agent_start = None
         self._paused = False
         self._paused_at = None
@@ -830,17 +834,21 @@ class BargeInController:
         heard = int(then + ANSWER_PROJECTION_S * CHARS_PER_SECOND)
         return self.agent_text.rfind("?", 0, max(0, heard)) >= 0
 
+    def _played_for_echo(self, now: float) -> int:
+        """How much of the reply's text has played by ``now`` (playback
+        marks, else time at a nominal rate), with a little past it: marks
+        and the nominal rate trail the audio by up to a word."""
+        assert self._agent_start is not None
+        played = self._played_chars
+        if played is None:
+            played = int((now - self._agent_start) * CHARS_PER_SECOND)
+        return played + ECHO_SLACK_CHARS
+
     def _judge_words(self, seg: Evidence) -> Action:
         text = " ".join(seg.words)
         now = self.clock.now()
         start = self._agent_start
-        played = None
-        if start is not None:
-            played = self._played_chars
-            if played is None:
-                played = int((now - start) * CHARS_PER_SECOND)
-            # Marks (and the nominal rate) trail the audio by up to a word.
-            played += ECHO_SLACK_CHARS
+        played = self._played_for_echo(now) if start is not None else None
         if self.echo_check.is_echo(text, now, start, played):
             seg.words = []
             if self._paused:

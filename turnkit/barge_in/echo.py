@@ -550,6 +550,14 @@ class EchoTranscriptCheck:
         """The agent's text ``text`` began playing at ``at``."""
         self._texts.append((at, text.lower()))
 
+    def agent_stopped(self, playing_since: float, played_chars: int) -> None:
+        """The reply that began playing at ``playing_since`` stopped after
+        ``played_chars`` characters (cut off): its unsaid rest is no echo."""
+        self._texts = deque(
+            (at, text[: max(0, played_chars)] if at >= playing_since - 1e-9 else text)
+            for at, text in self._texts
+        )
+
     def is_echo(
         self,
         transcript: str,
