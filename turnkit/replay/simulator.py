@@ -46,7 +46,7 @@ from turnkit.detectors.endpointing import ComputeMode
 from turnkit.detectors.processor import TurnDetectorProcessor
 from turnkit.detectors.registry import DetectorSpecError, create_detector
 from turnkit.drafting.drafter import DraftParams, EagerDrafter
-from turnkit.drafting.responder import Responder
+from turnkit.drafting.responder import Responder, ResponderParams
 from turnkit.drafting.tools import ToolGate
 from turnkit.frames import AudioInFrame, EndFrame, StartFrame, Word
 from turnkit.pipeline import CollectSink, FrameProcessor, Pipeline, collect_errors
@@ -410,6 +410,11 @@ async def replay_agent(
         gate=tool_gate,
         fillers=fillers,
         cursor=cursor,
+        # Greedy: a live engine (--llm-url) gives the same reply to the same
+        # prompt, so a replay repeats and an A/B compares detectors on the
+        # same replies (sampled at 0.7, a short reply the caller heard whole
+        # left a barge-in test nothing to cut, now and then).
+        params=ResponderParams(temperature=0.0),
     )
     return agent, figures
 
