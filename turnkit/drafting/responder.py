@@ -38,7 +38,9 @@ and the tool gate's answers:
   otherwise — or once text has gone out — ends with the ``apology`` line.
   Every path ends the reply with a ``final`` event: nothing hangs.
 * **Tools**: the engine's tool calls go through the gate; in a released
-  reply a slow tool gets a filler line (:class:`~turnkit.fillers.FillerScheduler`),
+  reply (a draft's call still running at its release, too, its threshold
+  counted from the call's start) a slow tool gets a filler line
+  (:class:`~turnkit.fillers.FillerScheduler`),
   and the tool results go back to the engine for the next round (at most
   ``max_tool_rounds``).
 
