@@ -636,6 +636,12 @@ class Endpointing:
         if final_p99_ms is not None:
             self.segment_wait_ms = max(0.0, float(final_p99_ms))
 
+    @property
+    def writes_whole_runs(self) -> bool:
+        """The recogniser writes each run of speech whole once its VAD
+        closed it (:attr:`StreamingWatch.segmented`: declared, or learnt)."""
+        return self._streaming.segmented
+
     def words_owed_by_segment(self) -> bool:
         """A recogniser that writes each run of speech whole once its VAD
         closed it (:attr:`StreamingWatch.segmented`) has not yet written the
@@ -648,8 +654,7 @@ class Endpointing:
         words — the reply needs them, whatever the evidence — for at most
         ``segment_wait_ms`` after the speech (the STT's p99), as Pipecat's
         own stop strategies do (``wait_for_transcript``)."""
-        watch = self._streaming
-        return watch.segmented and watch.behind
+        return self.writes_whole_runs and self._streaming.behind
 
     def turn_text(self) -> str:
         """The current turn's words: the transcript, unless its last word was

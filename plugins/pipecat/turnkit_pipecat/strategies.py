@@ -224,10 +224,13 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         return ProcessFrameResult.CONTINUE
 
     def _late_words_of_an_ended_turn(self, frame: Frame) -> bool:
-        """``frame`` is a final transcript with new words of speech the
-        detector has already ended, the bot silent, no user turn on."""
+        """``frame`` is a final transcript of a segmented STT with new words
+        of speech the detector has already ended, the bot silent, no user
+        turn on. (A streaming STT's final after the end repeats or revises
+        the words the end had: no turn of its own.)"""
         return (
             isinstance(frame, TranscriptionFrame)
+            and self.engine.detector.endpointing.writes_whole_runs
             and bool(self.engine.turn_transcript)
             and not self.engine.bot_speaking
             and not self.engine.user_turn
