@@ -763,9 +763,7 @@ class BargeInController:
         text = self.agent_text
         if not text or self._agent_start is None:
             return False
-        played = self._played_chars
-        if played is None:
-            played = int((at - self._agent_start) * CHARS_PER_SECOND)
+        played = self._played_at(at)
         lo = max(0, played - int(0.6 * CHARS_PER_SECOND))
         hi = played + int(0.15 * CHARS_PER_SECOND)
         return _BOUNDARY.search(text, lo, max(lo, min(len(text), hi))) is not None
@@ -826,23 +824,24 @@ class BargeInController:
         if "?" not in self.agent_text or self._agent_start is None:
             return False
         now = self.clock.now()
-        played = self._played_chars
-        if played is None:
-            played = int((now - self._agent_start) * CHARS_PER_SECOND)
+        played = self._played_at(now)
         # Where playback was at the onset (the words arrive later than that).
         then = played - (now - at) * CHARS_PER_SECOND
         heard = int(then + ANSWER_PROJECTION_S * CHARS_PER_SECOND)
         return self.agent_text.rfind("?", 0, max(0, heard)) >= 0
 
-    def _played_for_echo(self, now: float) -> int:
-        """How much of the reply's text has played by ``now`` (playback
-        marks, else time at a nominal rate), with a little past it: marks
-        and the nominal rate trail the audio by up to a word."""
+    def _played_at(self, at: float) -> int:
+        """How much of the reply's text has played by ``at``: the latest
+        playback mark, else time since its first audio at a nominal rate."""
         assert self._agent_start is not None
-        played = self._played_chars
-        if played is None:
-            played = int((now - self._agent_start) * CHARS_PER_SECOND)
-        return played + ECHO_SLACK_CHARS
+        if self._played_chars is not None:
+            return self._played_chars
+        return int((at - self._agent_start) * CHARS_PER_SECOND)
+
+    def _played_for_echo(self, now: float) -> int:
+        """:meth:`_played_at` with a little past it: marks and the nominal
+        rate trail the audio by up to a word."""
+        return self._played_at(now) + ECHO_SLACK_CHARS
 
     def _judge_words(self, seg: Evidence) -> Action:
         text = " ".join(seg.words)

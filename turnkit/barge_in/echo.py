@@ -527,6 +527,15 @@ class EchoFilter:
 _WORD = re.compile(r"[a-z0-9']+")
 
 
+def _said(at: float, text: str, playing_since: float | None, played_chars: int | None) -> str:
+    """What the agent has said of ``text``, begun playing at ``at``: a
+    reply that began at ``playing_since`` or later only its first
+    ``played_chars`` characters; anything else whole."""
+    if playing_since is None or played_chars is None or at < playing_since - 1e-9:
+        return text
+    return text[: max(0, played_chars)]
+
+
 class EchoTranscriptCheck:
     """Is a caller transcript the agent's own words coming back?
 
@@ -554,8 +563,7 @@ class EchoTranscriptCheck:
         """The reply that began playing at ``playing_since`` stopped after
         ``played_chars`` characters (cut off): its unsaid rest is no echo."""
         self._texts = deque(
-            (at, text[: max(0, played_chars)] if at >= playing_since - 1e-9 else text)
-            for at, text in self._texts
+            (at, _said(at, text, playing_since, played_chars)) for at, text in self._texts
         )
 
     def is_echo(
@@ -575,9 +583,7 @@ class EchoTranscriptCheck:
             return False
         k = len(words)
         for at, text in self._texts:
-            if playing_since is not None and played_chars is not None and at >= playing_since - 1e-9:
-                text = text[: max(0, played_chars)]
-            agent = _WORD.findall(text)
+            agent = _WORD.findall(_said(at, text, playing_since, played_chars))
             for i in range(len(agent) - k + 1):
                 if agent[i : i + k] == words:
                     return True
