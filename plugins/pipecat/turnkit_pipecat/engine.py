@@ -381,6 +381,15 @@ class TurnkitTurnEngine:
             and vad.speech_end <= self.speech_ends[-1] + 1e-6
         )
 
+    def late_final(self, frame: Frame) -> bool:
+        """``frame`` is a final transcript with words, of speech the
+        detector has already ended (:meth:`speech_decided`)."""
+        return (
+            isinstance(frame, TranscriptionFrame)
+            and bool(frame.text.strip())
+            and self.speech_decided()
+        )
+
     def commit_words(self) -> None:
         """The host ended the user turn on the words so far without a
         detector end (late words of speech already ended): they are the

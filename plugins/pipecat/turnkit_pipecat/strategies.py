@@ -48,7 +48,6 @@ from pipecat.frames.frames import (
     FunctionCallResultFrame,
     InputAudioRawFrame,
     StartFrame,
-    TranscriptionFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
@@ -229,12 +228,11 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         turn on. (A streaming STT's final after the end repeats or revises
         the words the end had: no turn of its own.)"""
         return (
-            isinstance(frame, TranscriptionFrame)
+            self.engine.late_final(frame)
             and self.engine.detector.endpointing.writes_whole_runs
             and bool(self.engine.turn_transcript)
             and not self.engine.bot_speaking
             and not self.engine.user_turn
-            and self.engine.speech_decided()
         )
 
     async def _execute(self, act: Action) -> bool:
@@ -397,7 +395,7 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
                 self.engine.owed.caller_spoke()
                 if self.drafter is not None:
                     self.drafter.on_speech()
-        if started_here and self.engine.user_turn and self._late_words(frame):
+        if started_here and self.engine.user_turn and self.engine.late_final(frame):
             # A user turn started on a final transcript of speech the
             # detector has already ended (a segmented STT's slow result, read
             # as a bid over the bot): no speech is coming for the detector
@@ -406,15 +404,6 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
             self.engine.commit_words()
             await self._end()
         return ProcessFrameResult.CONTINUE
-
-    def _late_words(self, frame: Frame) -> bool:
-        """``frame`` is a final transcript of speech the detector has
-        already ended (:meth:`TurnkitTurnEngine.speech_decided`)."""
-        return (
-            isinstance(frame, TranscriptionFrame)
-            and bool(frame.text.strip())
-            and self.engine.speech_decided()
-        )
 
     def set_agent_text(self, text: str) -> None:
         """The bot's last reply (context for text detectors)."""
