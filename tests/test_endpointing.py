@@ -1102,6 +1102,54 @@ async def test_a_decision_waits_for_the_words_of_a_segment_not_yet_written(spec:
     assert ep.segment_timeouts == 1
 
 
+@pytest.mark.parametrize("spec", ["silence:stop_ms=300", "fused:audio=off", "smart-turn"])
+async def test_words_later_than_the_stt_p99_end_the_turn_on_them(spec: str) -> None:
+    """Live, Whisper took 1.63 s for "Correct." against the example agent's
+    1.5 s p99: the end came at the wait's end with no words, and the words,
+    written 0.27 s later, sat unanswered until the caller's next turn. Every
+    detector now ends the turn again on them, at once, the caller silent:
+    a resume (the reply on its way answered nothing) and an end whose
+    speech end is the speech they were said in. Once only; and not when
+    the caller spoke again first (the words are that turn's)."""
+    d = DetectorDriver(spec)
+    d.det.set_recogniser("segmented", 900.0)
+    await d.silence(0.3)
+    await d.speak(0.5)  # "correct"
+    spoken = d.t
+    await d.silence(1.2)
+    assert len(d.ends()) == 1, d.signals
+    first = d.ends()[0][1]
+    assert "no words for the last speech" in first.reason
+    late = await d.say("correct")
+    assert [type(s).__name__ for s in late] == ["TurnResumedFrame", "TurnEndFrame"], late
+    end = late[1]
+    assert isinstance(end, TurnEndFrame)
+    assert end.at == d.t and end.speech_end == pytest.approx(first.speech_end)
+    assert spoken - 0.2 <= end.speech_end <= spoken + 1e-6
+    assert end.late_words and "after the turn's end" in end.reason
+    ep = d.det.endpointing
+    assert ep.late_ends == 1 and ep.history[-1] == {"role": "user", "content": "correct"}
+    # The same words again (a final repeating them) and more silence: nothing.
+    assert await d.say("correct") == []
+    await d.silence(0.5)
+    assert len(d.ends()) == 2, d.signals
+    # The next turn's own words are judged as ever: one end for them.
+    await d.speak(0.5)
+    await d.silence(0.3)
+    await d.say("correct and my name is jo")
+    await d.silence(1.2)
+    assert len(d.ends()) == 3 and ep.segment_timeouts == 1, d.signals
+    assert ep.late_ends == 1
+    # Owed words overtaken by new speech belong to that new turn.
+    await d.speak(0.4)
+    await d.silence(1.2)
+    assert len(d.ends()) == 4 and ep.segment_timeouts == 2, d.signals
+    await d.speak(0.6)
+    assert await d.say("yes the one at nine") == []
+    await d.silence(1.2)
+    assert len(d.ends()) == 5 and ep.late_ends == 1, d.signals
+
+
 async def test_a_streaming_recogniser_s_decisions_wait_for_nothing() -> None:
     """The wait is for a recogniser that writes runs whole: declared
     streaming, the same call with the words late is decided on its timer."""

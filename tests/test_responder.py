@@ -35,6 +35,7 @@ from turnkit.frames import (
     TranscriptFrame,
     TurnEagerFrame,
     TurnEndFrame,
+    TurnResumedFrame,
 )
 from turnkit.llm.client import ChatClient
 from turnkit.pipeline import CollectSink, Pipeline
@@ -219,6 +220,44 @@ async def test_responder_processor_answers_a_turn_that_ended_while_the_agent_tal
         await client.aclose()
     assert proc.responder.stats.requests == 1
     assert proc.responder.history[-2] == {"role": "user", "content": ASK}
+
+
+async def test_responder_processor_answers_words_that_came_after_the_end(engine: str) -> None:
+    """A segmented STT slower than the detector waited: the turn ended with
+    no words, and its words came after. The detector ends the turn again
+    on them (a resume, then an end with ``late_words``): the reply to
+    nothing, not yet heard, is dropped, and the turn is answered whole,
+    as one turn."""
+    clock = RealClock()
+    client = ChatClient(engine, first_token_timeout_s=30)
+    proc = ResponderProcessor(
+        lambda emit: Responder(
+            client, clock, emit=emit, params=ResponderParams(max_tokens=16, temperature=0.0)
+        )
+    )
+    sink = CollectSink()
+    pipe = Pipeline([proc, sink])
+    await pipe.start()
+    try:
+        await pipe.queue_frame(TurnEndFrame())  # the wait ran out: no words yet
+        await pipe.queue_frame(TranscriptFrame(text=ASK, is_final=True))
+        await pipe.queue_frame(TurnResumedFrame())
+        await pipe.queue_frame(TurnEndFrame(late_words=True))
+        await until(
+            lambda: any(
+                isinstance(f, LLMTextFrame) and f.final and f.reply_id == 2 for f in sink.frames
+            )
+        )
+        await pipe.queue_frame(EndFrame())
+        await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+        await client.aclose()
+    r = proc.responder
+    assert r.stats.cancelled_pending == 1 and r.stats.turns == 1
+    users = [m["content"] for m in r.history if m["role"] == "user"]
+    assert users == [ASK], r.history
+    assert r.history[-1]["role"] == "assistant" and r.history[-1]["content"].strip()
 
 
 # --------------------------------------------------------------------------

@@ -194,7 +194,11 @@ class TurnEndFrame(SystemFrame):
     the detector ended the turn while a sound went on that it takes for not
     the caller's (words stopped under a television): that sound going on is
     no sign the caller did; their words will be (a ``TurnResumedFrame``),
-    and ``speech_end`` is where those words stopped (their last one's end)."""
+    and ``speech_end`` is where those words stopped (their last one's end).
+    ``late_words``: the end of a turn already ended, on words of its speech
+    that came after that end (a recogniser that writes runs whole, slower
+    than the detector waited); a ``TurnResumedFrame`` comes just before it,
+    so a reply on its way for the first end is dropped."""
 
     detector: str = ""
     probability: float | None = None
@@ -202,6 +206,7 @@ class TurnEndFrame(SystemFrame):
     reason: str = ""
     speech_end: float | None = None
     through_sound: bool = False
+    late_words: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

@@ -500,6 +500,7 @@ class Endpointing:
         self.segment_wait_ms = SEGMENT_WAIT_MS  # see words_owed_by_segment
         self.segment_waits = 0  # commits that waited for a segment's words
         self.segment_timeouts = 0  # ...and were made at the wait's end without them
+        self.late_ends = 0  # ...whose words came after, ended on them (_late_words)
         self.reset()
 
     # -- state ---------------------------------------------------------------
@@ -541,6 +542,10 @@ class Endpointing:
         # A turn opened by words the VAD did not hear: where they end (the
         # speech end its pause is timed from, until the VAD hears more).
         self._heard_end: float | None = None
+        # The end of the speech the last commit followed, for a recogniser
+        # that writes runs whole: words that come for it, the caller silent
+        # since, end the turn again (:meth:`_late_words`).
+        self._late_for: float | None = None
         if self._audio is not None:
             self._audio.clear()
 
@@ -696,6 +701,8 @@ class Endpointing:
             # How late the recogniser writes a word after it is said.
             self._lags.append((frame.at - frame.spoken_until) * 1000)
         out: list[SystemFrame] = []
+        if changed and text and self._are_late(frame):
+            return self._late_words(frame)
         if changed and self.turn_text():
             self._wordless_ms = 0.0
             self._wordless_db = []
@@ -710,6 +717,62 @@ class Endpointing:
                 log.debug("%s: words the VAD did not hear open the turn: %r", self.spec, frame.text)
                 out += self._open_on_words(frame, frame.words[-1].start)
         return out + await self._maybe_early()
+
+    def _are_late(self, frame: TranscriptFrame) -> bool:
+        """New words from a recogniser that writes runs whole, with no speech
+        since the last commit: they are that speech's (such a recogniser
+        writes only what its VAD closed), which the commit was made without
+        (the segmented wait ran out — by however much: a test harness's STT
+        2 s slow against the 1 s default p99 — or an earlier run's words,
+        landing in the pause, were taken for the last one's). With word
+        times, words past the VAD's speech are not (:meth:`_unheard` opens a
+        turn on them)."""
+        speech_end = self._late_for
+        if speech_end is None or self.turn_open:
+            return False
+        return not (
+            self._timed and frame.words and frame.spoken_until - speech_end >= OWED_SPEECH_MS / 1000
+        )
+
+    def _late_words(self, frame: TranscriptFrame) -> list[SystemFrame]:
+        """The words of speech a commit ended without them (:meth:`_are_late`:
+        Whisper took 1.63 s for "Correct." against a 1.5 s p99 on a busy
+        machine), the caller silent since: the turn went on in words, and
+        ends on them at once — a resume (the reply on its way answers the
+        words before them, or none: hosts drop it as when the caller goes
+        on) and an end, which every host answers with the turn's words
+        (:attr:`~turnkit.frames.TurnEndFrame.late_words`). Without it the
+        words sat in the host's transcript until the caller's next turn:
+        answered one turn late, or never. Judged on no evidence: the caller
+        has been silent past the wait already."""
+        now = self.clock.now()
+        # Kept: each run of that speech is written on its own, and each
+        # late one ends the turn again ("that's all | thank you", 2 s slow).
+        speech_end = self._late_for
+        self.late_ends += 1
+        text = frame.text.strip()
+        if self.history and self.history[-1]["role"] == "user":
+            self.history[-1] = {"role": "user", "content": text}  # the turn, whole
+        else:
+            self._remember("user", text)
+        self._agent_since_commit = is_backchannel(text)
+        # The words are this turn's: the next turn's transcript starts after them.
+        self.decided_until = max(self.decided_until, min(self.spoken_until, now))
+        self.signalled = True
+        late_ms = (now - speech_end) * 1000 if speech_end is not None else 0.0
+        return [
+            TurnResumedFrame(at=now, detector=self.spec),
+            TurnEndFrame(
+                at=now,
+                detector=self.spec,
+                reason=(
+                    f"the last speech's words, {late_ms:.0f} ms after it "
+                    "(after the turn's end): the turn ended on them"
+                ),
+                speech_end=speech_end,
+                late_words=True,
+            ),
+        ]
 
     def _open_on_words(self, frame: TranscriptFrame, start: float) -> list[SystemFrame]:
         """The caller's words open the turn (the audio model hears it from
@@ -882,6 +945,7 @@ class Endpointing:
             self._wordless_ms += frame_ms
         opening = vad.speaking and not self.turn_open
         if vad.speaking:
+            self._late_for = None  # words still owed are the new turn's now
             if self.signalled:
                 out.append(TurnResumedFrame(at=self.clock.now(), detector=self.spec))
                 self.signalled = False
@@ -1177,6 +1241,9 @@ class Endpointing:
         # reading as the next turn's words judged that turn's first pause
         # on this one's text.
         self.decided_until = max(pause.speech_end, min(self.spoken_until, self.clock.now()))
+        # A recogniser that writes runs whole may still owe words of the
+        # speech just decided (see _late_words).
+        self._late_for = pause.speech_end if self.writes_whole_runs else None
         self._pause = None
         self._wordless_ms = None
         self._wordless_db = []

@@ -768,6 +768,13 @@ class ResponderProcessor(FrameProcessor):
         elif isinstance(frame, TurnEagerFrame):
             await r.on_eager(self.transcript)
         elif isinstance(frame, TurnResumedFrame | VADSpeechStartedFrame):
+            if isinstance(frame, TurnResumedFrame) and not r.agent_speaking:
+                # The caller went on (in speech, or in words that came after
+                # the end: ``TurnEndFrame.late_words``) before the reply to
+                # the end was heard: it answers too little; the next end
+                # continues the turn (as the replay's agent does on the
+                # barge-in controller's word).
+                r.on_cancel_pending()
             r.on_speech()
         elif isinstance(frame, TurnEndFrame):
             await r.on_end(self.transcript, frame.speech_end)

@@ -87,12 +87,19 @@ async def test_late_words_read_as_a_bid_are_a_turn_ended_at_once() -> None:
     turn = next(w for w in written if "check on my order" in w[0])
     assert turn[1], written
     assert abs(turn[2] - late) < 0.05, (turn, late)
-    # The last turn's words ("that's all", "thank you") come 2 s late too,
-    # after the detector's end at the STT's p99 (1 s), with the bot silent:
-    # each is answered as it comes (they were left to the session's flush).
+    # The last turn's words come 2 s late too, after the detector's end,
+    # each run on its own. "that's all", with the bot silent, is answered
+    # as it comes: the detector ends the turn again on it (``late_words``,
+    # now that it has learnt the STT writes runs whole; it was left to the
+    # session's flush). "thank you" comes as the bot's reply to it plays:
+    # said before the reply began, it is no bid (it stopped the bot while
+    # this strategy, not the detector, ended late turns), and the end on
+    # it is the bot's to talk through (kept, not owed: a murmur dropped).
     assert all(by_turn for _, by_turn, _ in written), written
-    assert written[-1][0] == "thank you", written
-    assert stop.late_words == 3
+    assert written[-1][0] == "that's all", written
+    assert [w for w, _, _ in written].count("thank you") == 0, written
+    assert stop.late_words == 1  # "i'd like to check on my order": not learnt yet
+    assert stop.ignored == 1
 
 
 async def test_words_on_time_start_no_such_turn() -> None:

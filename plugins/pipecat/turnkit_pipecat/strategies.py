@@ -93,9 +93,10 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
     over the bot's closing words, then silence; counted in
     ``owed_answered``); a detector end that finds no user turn with the
     bot silent (a turn begun under the bot's audio) starts one, so that the
-    stop strategy's end is answered; and so do words of a turn the
-    detector ended before they came (a segmented STT past its p99: counted
-    in ``late_answered``)."""
+    stop strategy's end is answered — among them the detector's end on
+    words of a turn it had ended before they came (a segmented STT past
+    its p99, :attr:`~turnkit.frames.TurnEndFrame.late_words`: counted in
+    ``late_answered``)."""
 
     def __init__(
         self,
@@ -157,8 +158,15 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         if end is not None and not self.engine.bot_speaking:
             if not self.engine.user_turn:
                 # A caller turn Pipecat never saw begin (it began under the
-                # bot's audio, which stopped before the turn ended): start it,
-                # so the stop strategy's end on this frame is answered.
+                # bot's audio, which stopped before the turn ended), or the
+                # detector's end on words that came after it had ended their
+                # turn (``late_words``: a segmented STT slower than its p99,
+                # Whisper's 1.6 s on a busy machine; Pipecat asked no LLM
+                # for the empty turn, or one for the words before them):
+                # start it, so the stop strategy's end on this frame is
+                # answered (a reply on its way is dropped, as when the
+                # caller goes on).
+                self.late_answered += end.late_words
                 await self.trigger_user_turn_started()
             self.reply_pending = True
         if any(isinstance(s, TurnResumedFrame) for s in step.signals):
@@ -176,17 +184,6 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         # Words decide a barge-in too ("wait" is a bid, "uh-huh" is not).
         words = step.transcript
         if words is not None and await self._execute(ctl.on_transcript(words.text)):
-            return ProcessFrameResult.CONTINUE
-        if words is not None and self._late_words_of_an_ended_turn(frame):
-            # The detector ended the turn without these words (a segmented
-            # STT slower than its p99: Whisper took 1.6 s on a busy machine):
-            # Pipecat asked no LLM for an empty turn, or one for the words
-            # before them ("hi" of "hi, | i'd like to check on my order").
-            # A user turn started now (a reply on its way is dropped, as
-            # when the caller goes on) is ended by the stop strategy on this
-            # same frame (its late-words rule) and answered whole.
-            self.late_answered += 1
-            await self.trigger_user_turn_started()
             return ProcessFrameResult.CONTINUE
         if not isinstance(frame, InputAudioRawFrame):
             return ProcessFrameResult.CONTINUE
@@ -221,19 +218,6 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
             else:
                 self._unstarted = False
         return ProcessFrameResult.CONTINUE
-
-    def _late_words_of_an_ended_turn(self, frame: Frame) -> bool:
-        """``frame`` is a final transcript of a segmented STT with new words
-        of speech the detector has already ended, the bot silent, no user
-        turn on. (A streaming STT's final after the end repeats or revises
-        the words the end had: no turn of its own.)"""
-        return (
-            self.engine.late_final(frame)
-            and self.engine.detector.endpointing.writes_whole_runs
-            and bool(self.engine.turn_transcript)
-            and not self.engine.bot_speaking
-            and not self.engine.user_turn
-        )
 
     async def _execute(self, act: Action) -> bool:
         """Carry out one controller action; True when it interrupted the bot."""
@@ -395,11 +379,14 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
                 self.engine.owed.caller_spoke()
                 if self.drafter is not None:
                     self.drafter.on_speech()
-        if started_here and self.engine.user_turn and self.engine.late_final(frame):
+        ended = any(isinstance(s, TurnEndFrame) for s in step.signals)
+        if started_here and not ended and self.engine.user_turn and self.engine.late_final(frame):
             # A user turn started on a final transcript of speech the
-            # detector has already ended (a segmented STT's slow result, read
-            # as a bid over the bot): no speech is coming for the detector
-            # to end it on, and Pipecat's stop timeout (5 s) would answer it.
+            # detector has already ended, read as a bid over the bot, that
+            # the detector did not end again itself (a streaming STT's late
+            # final; a segmented STT's words come with the detector's
+            # ``late_words`` end): no speech is coming for the detector to
+            # end it on, and Pipecat's stop timeout (5 s) would answer it.
             self.late_words += 1
             self.engine.commit_words()
             await self._end()
