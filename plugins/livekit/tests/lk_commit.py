@@ -116,13 +116,15 @@ async def run_commits(
     keep_livekit_waits: bool = False,
     hold: bool = False,
     min_silence_duration: float = 0.3,
+    detector_options: dict[str, Any] | None = None,
     **stt_options: Any,
 ) -> CommitRun:
     """Run ``call`` through a real session in real time (see the module doc);
-    ``stt_options`` go to :class:`~lk_harness.FakeOracleSTT`."""
+    ``detector_options`` go to :func:`~turnkit_livekit.turn_detector`,
+    ``stt_options`` to :class:`~lk_harness.FakeOracleSTT`."""
     audio, manifest = load_call(call)
     src = WavAudioInput(audio)
-    detector = turn_detector(spec)
+    detector = turn_detector(spec, **(detector_options or {}))
     run = CommitRun(call, keep_livekit_waits)
     committed = asyncio.Event()
     pending: list[Decision] = []

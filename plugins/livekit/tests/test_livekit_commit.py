@@ -70,6 +70,32 @@ async def test_a_turn_is_committed_whole_when_its_words_come_late() -> None:
     assert any(run.waited_final), run.how
 
 
+async def test_words_slower_than_the_stts_p99_are_committed_with_their_turn() -> None:
+    """A segmented STT (finals only) slower than it said: 1.6 s after each
+    run of speech against a 0.8 s p99. turnkit's ends at the wait's end
+    come without the last run's words (the first turn's "I'd like to check
+    on my order" after "Hi", the second's "Yes"), and LiveKit commits no
+    empty turn. A final after a commit, the caller silent, LiveKit commits
+    as a turn of its own ("transcript arrives after turn has been
+    committed"); the detector stream leaves those words to it (they must
+    not prefix the caller's next turn), so no host rule is needed: every
+    word is committed, none held for the next turn. (turnkit's own
+    ``late_words`` end is for hosts that do not: Pipecat, the replay.)"""
+    run = await run_commits(
+        CALL,
+        "fused",
+        interims=False,
+        final_after_s=1.6,
+        detector_options={"recogniser": "segmented", "final_p99_s": 0.8},
+    )
+    _, manifest = load_call(CALL)
+    turns = [e for e in manifest["events"] if e["type"] == "caller_turn"]
+    said = [" ".join(w["text"] for w in t["words"]) for t in turns]
+    assert len(run.decisions) < len(run.commits), (run.decisions, run.commits)
+    assert " ".join(words for _, words in run.commits) == " ".join(said), run.commits
+    assert all(words.strip() for _, words in run.commits), run.commits
+
+
 async def test_an_early_commit_only_where_livekit_can_take_it() -> None:
     audio, manifest = load_call(CALL)
     det = turn_detector("fused")
