@@ -189,12 +189,10 @@ async def test_responder_processor_in_a_pipeline(engine: str) -> None:
     assert proc.responder.pending_tasks == 0
 
 
-async def test_responder_processor_answers_a_turn_that_ended_while_the_agent_talked(
+async def _plain_responder_pipeline(
     engine: str,
-) -> None:
-    """In the pipeline host: a turn end while the agent talks is ignored; the
-    barge-in that then stops the agent (the words came late) gets that turn
-    answered, without a second end from the detector."""
+) -> tuple[ChatClient, ResponderProcessor, CollectSink, Pipeline]:
+    """A started pipeline: a greedy, no-drafts Responder host, then a sink."""
     clock = RealClock()
     client = ChatClient(engine, first_token_timeout_s=30)
     proc = ResponderProcessor(
@@ -205,6 +203,16 @@ async def test_responder_processor_answers_a_turn_that_ended_while_the_agent_tal
     sink = CollectSink()
     pipe = Pipeline([proc, sink])
     await pipe.start()
+    return client, proc, sink, pipe
+
+
+async def test_responder_processor_answers_a_turn_that_ended_while_the_agent_talked(
+    engine: str,
+) -> None:
+    """In the pipeline host: a turn end while the agent talks is ignored; the
+    barge-in that then stops the agent (the words came late) gets that turn
+    answered, without a second end from the detector."""
+    client, proc, sink, pipe = await _plain_responder_pipeline(engine)
     try:
         await pipe.queue_frame(AgentAudioStartedFrame())
         await pipe.queue_frame(TurnEndFrame())
@@ -228,16 +236,7 @@ async def test_responder_processor_answers_words_that_came_after_the_end(engine:
     on them (a resume, then an end with ``late_words``): the reply to
     nothing, not yet heard, is dropped, and the turn is answered whole,
     as one turn."""
-    clock = RealClock()
-    client = ChatClient(engine, first_token_timeout_s=30)
-    proc = ResponderProcessor(
-        lambda emit: Responder(
-            client, clock, emit=emit, params=ResponderParams(max_tokens=16, temperature=0.0)
-        )
-    )
-    sink = CollectSink()
-    pipe = Pipeline([proc, sink])
-    await pipe.start()
+    client, proc, sink, pipe = await _plain_responder_pipeline(engine)
     try:
         await pipe.queue_frame(TurnEndFrame())  # the wait ran out: no words yet
         await pipe.queue_frame(TranscriptFrame(text=ASK, is_final=True))
