@@ -781,6 +781,44 @@ def test_streaming_is_two_updates_in_one_run_of_speech() -> None:
     assert live.streams and not live.segmented
 
 
+def test_a_write_too_soon_after_a_short_run_is_the_run_before_s() -> None:
+    """A segmented STT writes each run 0.8 s after it ends. "No, | thanks.":
+    "no"'s words land 0.07 s after the short "thanks" ended; taken for its
+    words, the turn ended with "no" and was answered again when "thanks"
+    came (``--stt segmented --stt-delay-ms 700``, easy-short-08 turn 4).
+    Once two writes were timed against the one run each could be for, a
+    write in the pause sooner than half the quickest is the run before's;
+    one as late as they come is the latest run's (covering both)."""
+    watch = StreamingWatch(declared="segmented")
+    t = 0.0
+    for _ in range(2):  # two runs, each written 0.8 s after it ends
+        watch.audio(True, t)
+        t += 1.0
+        watch.audio(False, t)
+        t += 0.8
+        watch.written(t)
+        assert not watch.behind
+        t += 1.0
+    watch.audio(True, t)  # "no"
+    t += 0.25
+    watch.audio(False, t)
+    t += 0.25
+    watch.audio(True, t)  # "thanks"
+    t += 0.48
+    watch.audio(False, t)
+    watch.written(t + 0.07)  # "no", 0.8 s after it ended
+    assert watch.behind  # "thanks" not written yet
+    watch.written(t + 0.8)
+    assert not watch.behind
+    # Both runs unwritten, the write as late as writes come: the latest run's.
+    watch.audio(True, t + 2.0)
+    watch.audio(False, t + 2.3)
+    watch.audio(True, t + 2.5)
+    watch.audio(False, t + 2.9)
+    watch.written(t + 2.9 + 0.7)
+    assert not watch.behind
+
+
 async def test_a_pause_waits_for_the_words_the_recogniser_still_owes() -> None:
     """A recogniser writes each word some 250 ms after it is said. At a
     pause the transcript then lacks the last word or two ("from chicago"

@@ -692,7 +692,7 @@ class Endpointing:
         changed = text != self.transcript
         self.transcript = text
         self.spoken_until = frame.spoken_until
-        self._streaming.written()
+        self._streaming.written(self.clock.now())
         if changed and text:
             # Word times say which speech the words cover (the owed-words
             # rule reads them); without them judged_text infers it.
@@ -922,7 +922,7 @@ class Endpointing:
         frame_ms = 1000.0 * len(frame.audio) / frame.sample_rate
         # A frame with speech in it moves the VAD's speech end to its own end.
         speaking = vad.speech_end > frame.at + 1e-9
-        self._streaming.audio(speaking)
+        self._streaming.audio(speaking, self.clock.now())
         if self._stalled:
             self._stall_quiet_ms = 0.0 if vad.speaking else self._stall_quiet_ms + frame_ms
             if self._stall_quiet_ms < STALL_CLEAR_MS - 1e-6:

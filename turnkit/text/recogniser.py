@@ -25,6 +25,7 @@ update per segment, so at most one per run of speech.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Literal
 
 __all__ = ["STREAMED_WORDS", "RecogniserKind", "StreamingWatch"]
@@ -34,6 +35,14 @@ RecogniserKind = Literal["streaming", "segmented"]
 # Updates with new words, in runs of speech with more than one, before the
 # recogniser counts as streaming (or, none in such a run, as writing whole runs).
 STREAMED_WORDS = 3
+# A write landing in the pause after a run, with the run before it unwritten
+# too, sooner after that run's end than this share of the quickest write
+# learnt so far, is the run before's: no recogniser that writes runs whole
+# wrote the run just closed that fast ("No, | thanks.": "no" written 0.8 s
+# after it, 0.07 s after the short "thanks" ended, was taken for its words).
+EARLY_WRITE_SHARE = 0.5
+# Writes timed against the one run they can be for, before that rule applies.
+WRITE_SAMPLES = 2
 
 
 class StreamingWatch:
@@ -51,18 +60,38 @@ class StreamingWatch:
         self._alone = False  # ...and it was that run's only one so far
         self._written = 0  # runs the updates so far can have written
         self.declared = declared  # what the host says it runs
+        self._run_end: float | None = None  # when the latest run ended (host's clock)
+        self._write_s: deque[float] = deque(maxlen=16)  # run end to its write (s)
 
-    def audio(self, speaking: bool) -> None:
-        """The host's verdict on the caller's latest frame."""
+    def audio(self, speaking: bool, at: float | None = None) -> None:
+        """The host's verdict on the caller's latest frame (``at``: its time,
+        on the clock :meth:`written` is given)."""
         if speaking and not self._speaking:
             self._run += 1
+        if not speaking and self._speaking:
+            self._run_end = at
         self._speaking = speaking
 
-    def written(self) -> None:
-        """An update came, new words or not (a final repeating its interim)."""
+    def written(self, at: float | None = None) -> None:
+        """An update came, new words or not (a final repeating its interim);
+        ``at``: when (the clock :meth:`audio` is given)."""
         # Landing inside a run, it is the runs before (a recogniser that
         # writes only once the VAD stops cannot have written the one going on).
-        self._written = max(self._written, self._run - 1 if self._speaking else self._run)
+        upto = self._run - 1 if self._speaking else self._run
+        since = None if at is None or self._run_end is None else at - self._run_end
+        if not self._speaking and since is not None:
+            if self._run - self._written == 1:
+                self._write_s.append(since)  # the one run it can be for
+            elif self._run - self._written >= 2 and self._early(since):
+                upto = self._run - 1
+        self._written = max(self._written, upto)
+
+    def _early(self, since: float) -> bool:
+        """A write this soon after the latest run ended is too soon to be
+        that run's (:data:`EARLY_WRITE_SHARE` of the quickest learnt)."""
+        if len(self._write_s) < WRITE_SAMPLES:
+            return False
+        return since < EARLY_WRITE_SHARE * min(self._write_s)
 
     def heard(self) -> None:
         """An update with new words came."""
