@@ -749,6 +749,7 @@ class Endpointing:
         # Kept: each run of that speech is written on its own, and each
         # late one ends the turn again ("that's all | thank you", 2 s slow).
         speech_end = self._late_for
+        assert speech_end is not None  # _are_late
         self.late_ends += 1
         text = frame.text.strip()
         if self.history and self.history[-1]["role"] == "user":
@@ -759,7 +760,7 @@ class Endpointing:
         # The words are this turn's: the next turn's transcript starts after them.
         self.decided_until = max(self.decided_until, min(self.spoken_until, now))
         self.signalled = True
-        late_ms = (now - speech_end) * 1000 if speech_end is not None else 0.0
+        late_ms = (now - speech_end) * 1000
         return [
             TurnResumedFrame(at=now, detector=self.spec),
             TurnEndFrame(
