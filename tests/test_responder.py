@@ -232,16 +232,19 @@ async def test_responder_processor_answers_a_turn_that_ended_while_the_agent_tal
 
 async def test_responder_processor_answers_words_that_came_after_the_end(engine: str) -> None:
     """A segmented STT slower than the detector waited: the turn ended with
-    no words, and its words came after. The detector ends the turn again
-    on them (a resume, then an end with ``late_words``): the reply to
-    nothing, not yet heard, is dropped, and the turn is answered whole,
-    as one turn."""
+    no words, and its words came after. The detector ends the turn again on
+    them (a resume, then an end with ``late_words``), back to back: the
+    Responder answers the words before the barge-in controller's cancel of
+    the reply to nothing (``BargeInProcessor.cancel_pending``, sent on the
+    resume) comes back up the pipeline. That cancel names its reply; it no
+    longer stops the new one, and the caller is answered."""
     client, proc, sink, pipe = await _plain_responder_pipeline(engine)
     try:
         await pipe.queue_frame(TurnEndFrame())  # the wait ran out: no words yet
         await pipe.queue_frame(TranscriptFrame(text=ASK, is_final=True))
         await pipe.queue_frame(TurnResumedFrame())
         await pipe.queue_frame(TurnEndFrame(late_words=True))
+        await pipe.queue_frame(InterruptionFrame(reason="reply cancelled", reply_id=1))
         await until(
             lambda: any(
                 isinstance(f, LLMTextFrame) and f.final and f.reply_id == 2 for f in sink.frames
@@ -253,9 +256,8 @@ async def test_responder_processor_answers_words_that_came_after_the_end(engine:
         await pipe.stop()
         await client.aclose()
     r = proc.responder
-    assert r.stats.cancelled_pending == 1 and r.stats.turns == 1
-    users = [m["content"] for m in r.history if m["role"] == "user"]
-    assert users == [ASK], r.history
+    assert r.stats.interrupted == 0 and r.stats.turns == 2
+    assert r.history[-2] == {"role": "user", "content": ASK}, r.history
     assert r.history[-1]["role"] == "assistant" and r.history[-1]["content"].strip()
 
 

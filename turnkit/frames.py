@@ -268,6 +268,9 @@ class PlaybackMarkFrame(SystemFrame):
 
 @dataclass(slots=True, kw_only=True)
 class InterruptionFrame(SystemFrame):
-    """The caller took the floor: flush queued data, stop agent output."""
+    """The caller took the floor: flush queued data, stop agent output.
+    ``reply_id``: the reply it stops, where the sender names one (a pending
+    reply cancelled); 0: whatever is playing."""
 
     reason: str = ""
+    reply_id: int = 0

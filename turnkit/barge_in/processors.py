@@ -357,7 +357,7 @@ class BargeInProcessor(FrameProcessor):
         self.flushed_frames += len(self._queue)
         self._queue.clear()
         await self.push_frame(
-            InterruptionFrame(at=self.clock.now(), reason="reply cancelled"),
+            InterruptionFrame(at=self.clock.now(), reason="reply cancelled", reply_id=self.reply_id),
             FrameDirection.UPSTREAM,
         )
 

@@ -437,6 +437,15 @@ class Responder:
             self.fillers.interrupt()
         self._cancel(req)
 
+    def superseded(self, reply_id: int) -> bool:
+        """A stop the host sent for reply ``reply_id`` (0: none named) finds
+        a newer reply live: the caller's turn was answered again before the
+        stop came back (a detector's ``late_words`` end right after its
+        resume reaches the Responder before the barge-in controller's cancel
+        of the reply to the words before them), and the new reply stays."""
+        live = self._live
+        return bool(reply_id) and live is not None and live.reply_id != reply_id
+
     def on_cancel_pending(self) -> None:
         """The caller went on before any of the live reply played: drop it
         (see the module docstring); the next end continues this turn."""
@@ -768,13 +777,6 @@ class ResponderProcessor(FrameProcessor):
         elif isinstance(frame, TurnEagerFrame):
             await r.on_eager(self.transcript)
         elif isinstance(frame, TurnResumedFrame | VADSpeechStartedFrame):
-            if isinstance(frame, TurnResumedFrame) and not r.agent_speaking:
-                # The caller went on (in speech, or in words that came after
-                # the end: ``TurnEndFrame.late_words``) before the reply to
-                # the end was heard: it answers too little; the next end
-                # continues the turn (as the replay's agent does on the
-                # barge-in controller's word).
-                r.on_cancel_pending()
             r.on_speech()
         elif isinstance(frame, TurnEndFrame):
             await r.on_end(self.transcript, frame.speech_end)
@@ -784,7 +786,7 @@ class ResponderProcessor(FrameProcessor):
             r.on_agent_audio(False)
             if frame.reason == "completed" and r.owed_end(completed=True) is not None:
                 await r.on_end(self.transcript)  # the caller spoke over its last words
-        elif isinstance(frame, InterruptionFrame):
+        elif isinstance(frame, InterruptionFrame) and not r.superseded(frame.reply_id):
             r.on_interrupted()
             if r.owed_end() is not None:
                 await r.on_end(self.transcript)  # the turn that ended while the agent talked

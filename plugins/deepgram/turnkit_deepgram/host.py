@@ -149,7 +149,7 @@ class DraftingHost:
             r.on_agent_audio(False)
             if frame.reason == "completed" and r.owed_end(completed=True) is not None:
                 await self._end(frame.at)  # the caller spoke over its last words
-        elif isinstance(frame, InterruptionFrame):
+        elif isinstance(frame, InterruptionFrame) and not r.superseded(frame.reply_id):
             r.on_interrupted()
             if r.owed_end() is not None:
                 await self._end(frame.at)  # the turn that ended while the agent talked
