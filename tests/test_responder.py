@@ -27,6 +27,7 @@ from turnkit.drafting import DraftParams, EagerDrafter, ToolGate, tool
 from turnkit.drafting.responder import Responder, ResponderParams, ResponderProcessor
 from turnkit.fillers import FillerBank, FillerScheduler
 from turnkit.frames import (
+    REPLY_CANCELLED,
     AgentAudioStartedFrame,
     AudioOutFrame,
     EndFrame,
@@ -258,6 +259,41 @@ async def test_responder_processor_answers_words_that_came_after_the_end(engine:
     r = proc.responder
     assert r.stats.interrupted == 0 and r.stats.turns == 2
     assert r.history[-2] == {"role": "user", "content": ASK}, r.history
+    assert r.history[-1]["role"] == "assistant" and r.history[-1]["content"].strip()
+
+
+async def test_responder_processor_cancel_pending_continues_the_turn(engine: str) -> None:
+    """The barge-in controller's cancel-pending (the caller went on before
+    any of the reply played) reaches turnkit's pipeline as an
+    ``InterruptionFrame`` with ``REPLY_CANCELLED``: the Responder drops the
+    reply and the turn's words, and the next end continues the same turn
+    with all of them (one user message), as the replay's agent does; not a
+    barge-in that keeps a cut reply in the history."""
+    client, proc, sink, pipe = await _plain_responder_pipeline(engine)
+    first, whole = "I'd like to book", "I'd like to book a table for two at eight"
+    try:
+        await pipe.queue_frame(TranscriptFrame(text=first, is_final=True))
+        await pipe.queue_frame(TurnEndFrame())
+        await until(lambda: proc.responder.stats.requests == 1)
+        await pipe.queue_frame(TurnResumedFrame())
+        await pipe.queue_frame(InterruptionFrame(reason=REPLY_CANCELLED, reply_id=1))
+        await pipe.queue_frame(TranscriptFrame(text=whole, is_final=True))
+        await pipe.queue_frame(TurnEndFrame())
+        await until(
+            lambda: any(
+                isinstance(f, LLMTextFrame) and f.final and f.reply_id == 2 for f in sink.frames
+            )
+        )
+        await pipe.queue_frame(EndFrame())
+        await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+        await client.aclose()
+    r = proc.responder
+    assert r.stats.cancelled_pending == 1 and r.stats.interrupted == 0
+    assert r.stats.turns == 1
+    users = [m for m in r.history if m["role"] == "user"]
+    assert users == [{"role": "user", "content": whole}], r.history
     assert r.history[-1]["role"] == "assistant" and r.history[-1]["content"].strip()
 
 

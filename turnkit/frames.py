@@ -266,11 +266,20 @@ class PlaybackMarkFrame(SystemFrame):
     text_offset: int = 0
 
 
+REPLY_CANCELLED = "reply cancelled"
+
+
 @dataclass(slots=True, kw_only=True)
 class InterruptionFrame(SystemFrame):
     """The caller took the floor: flush queued data, stop agent output.
     ``reply_id``: the reply it stops, where the sender names one (a pending
-    reply cancelled); 0: whatever is playing."""
+    reply cancelled); 0: whatever is playing. ``reason`` ``REPLY_CANCELLED``:
+    the caller went on before any of that reply played (the barge-in
+    controller's cancel-pending), not a barge-in over it."""
 
     reason: str = ""
     reply_id: int = 0
+
+    @property
+    def cancels_pending(self) -> bool:
+        return self.reason == REPLY_CANCELLED

@@ -51,6 +51,7 @@ from turnkit.barge_in.cursor import PlaybackCursor, WordTimestampsFrame
 from turnkit.barge_in.echo import EchoFilter, EchoStep
 from turnkit.clock import Clock
 from turnkit.frames import (
+    REPLY_CANCELLED,
     AgentAudioStartedFrame,
     AgentAudioStoppedFrame,
     AgentTextFrame,
@@ -287,9 +288,7 @@ class BargeInProcessor(FrameProcessor):
         self.marks += 1
         for direction in (FrameDirection.DOWNSTREAM, FrameDirection.UPSTREAM):
             await self.push_frame(
-                PlaybackMarkFrame(
-                    at=now, reply_id=rid, played_s=self.played_s, text_offset=offset
-                ),
+                PlaybackMarkFrame(at=now, reply_id=rid, played_s=self.played_s, text_offset=offset),
                 direction,
             )
 
@@ -357,7 +356,7 @@ class BargeInProcessor(FrameProcessor):
         self.flushed_frames += len(self._queue)
         self._queue.clear()
         await self.push_frame(
-            InterruptionFrame(at=self.clock.now(), reason="reply cancelled", reply_id=self.reply_id),
+            InterruptionFrame(at=self.clock.now(), reason=REPLY_CANCELLED, reply_id=self.reply_id),
             FrameDirection.UPSTREAM,
         )
 

@@ -446,6 +446,24 @@ class Responder:
         live = self._live
         return bool(reply_id) and live is not None and live.reply_id != reply_id
 
+    def on_stop(self, reply_id: int, *, pending: bool) -> bool:
+        """A host's stop of reply ``reply_id`` (0: the live one), as the
+        barge-in controller decided it: ``pending`` (the caller went on
+        before any of it played) drops it and the turn continues
+        (:meth:`on_cancel_pending`); otherwise a barge-in cut it
+        (:meth:`on_interrupted`). A stop for a reply already superseded is
+        ignored (:meth:`superseded`). True: a turn that ended while the
+        agent talked is now owed an answer (:meth:`owed_end`), and the host
+        ends it. The replay's agent, :class:`ResponderProcessor` and the
+        Deepgram host execute the controller's two actions the same way."""
+        if self.superseded(reply_id):
+            return False
+        if pending:
+            self.on_cancel_pending()
+            return False
+        self.on_interrupted()
+        return self.owed_end() is not None
+
     def on_cancel_pending(self) -> None:
         """The caller went on before any of the live reply played: drop it
         (see the module docstring); the next end continues this turn."""
@@ -786,10 +804,10 @@ class ResponderProcessor(FrameProcessor):
             r.on_agent_audio(False)
             if frame.reason == "completed" and r.owed_end(completed=True) is not None:
                 await r.on_end(self.transcript)  # the caller spoke over its last words
-        elif isinstance(frame, InterruptionFrame) and not r.superseded(frame.reply_id):
-            r.on_interrupted()
-            if r.owed_end() is not None:
-                await r.on_end(self.transcript)  # the turn that ended while the agent talked
+        elif isinstance(frame, InterruptionFrame) and r.on_stop(
+            frame.reply_id, pending=frame.cancels_pending
+        ):
+            await r.on_end(self.transcript)  # the turn that ended while the agent talked
         elif isinstance(frame, EndFrame | CancelFrame):
             await r.aclose()
         await self.push_frame(frame, direction)

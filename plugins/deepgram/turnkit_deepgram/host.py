@@ -21,8 +21,11 @@ host decides nothing; it maps frames to the Responder's evidence:
   (from your output: while the agent talks, an end is not a turn); a reply
   that played to its end (``reason="completed"``) is followed by ``on_end``
   where the caller's turn ended over its last words (``owed_end(completed=True)``);
-* ``InterruptionFrame`` → ``on_interrupted`` (a barge-in), then ``on_end`` if a
-  turn that ended while the agent talked is owed an answer (``owed_end``).
+* ``InterruptionFrame`` → ``on_stop``: a barge-in (``on_interrupted``, then
+  ``on_end`` if a turn that ended while the agent talked is owed an answer),
+  or, with ``reason=REPLY_CANCELLED``, the caller went on before any of the
+  reply played (``on_cancel_pending``: the turn continues); a stop naming a
+  reply already superseded is ignored.
 
 The reply's text goes to ``emit`` (:class:`~turnkit.frames.LLMTextFrame`,
 for your TTS). The engine is any OpenAI-compatible
@@ -149,10 +152,10 @@ class DraftingHost:
             r.on_agent_audio(False)
             if frame.reason == "completed" and r.owed_end(completed=True) is not None:
                 await self._end(frame.at)  # the caller spoke over its last words
-        elif isinstance(frame, InterruptionFrame) and not r.superseded(frame.reply_id):
-            r.on_interrupted()
-            if r.owed_end() is not None:
-                await self._end(frame.at)  # the turn that ended while the agent talked
+        elif isinstance(frame, InterruptionFrame) and r.on_stop(
+            frame.reply_id, pending=frame.cancels_pending
+        ):
+            await self._end(frame.at)  # the turn that ended while the agent talked
 
     async def _end(self, at: float, speech_end: float | None = None) -> None:
         """A confirmed end at ``at`` of speech that ended at ``speech_end``:
