@@ -543,6 +543,27 @@ def test_fake_vad_words_decide_stop_question_answer_and_echo() -> None:
     assert ctl3.on_transcript("ships friday from") is Action.RESUME
 
 
+@pytest.mark.parametrize("completed", [True, False])
+def test_a_reply_that_played_to_its_end_stays_whole_for_the_echo_check(completed: bool) -> None:
+    # No playback marks (a host that has none): the played position is time
+    # at the nominal rate, which a reply spoken faster than that runs past.
+    # Played to its end, all of its text can come back as echo: its tail,
+    # written late by the recogniser while the next reply plays, is the
+    # agent's own voice. Cut off at 1.2 s, its tail was never said, and the
+    # same words are the caller's (fake VAD).
+    clock = VirtualClock()
+    ctl = BargeInController(clock)
+    ctl.on_agent_started("Your order ships Friday from our main warehouse in Ohio.", 0.0)
+    asyncio.run(clock.advance_to(1.2))
+    ctl.on_agent_stopped(1.2, completed=completed)
+    asyncio.run(clock.advance_to(1.4))
+    ctl.on_agent_started("Is there anything else?", 1.4)
+    acts = _steps(clock, ctl, 1.6, 0.3)
+    acts.append(ctl.on_transcript("our main warehouse in ohio"))
+    stopped = Action.STOP in acts or Action.CONFIRM in acts
+    assert stopped is not completed, (acts, ctl.log)
+
+
 def test_words_of_a_held_sound_stay_one_phrase_after_the_hold_releases() -> None:
     # A late recogniser: "i" of "i see" is written while the speculative
     # hold runs, the sound breaks off (the hold releases) and "i see"

@@ -416,10 +416,15 @@ class BargeInController:
         """The first ``text_offset`` characters have played (a playback mark)."""
         self._played_chars = text_offset
 
-    def on_agent_stopped(self, at: float | None = None) -> None:
-        """The agent's audio ended (completed, stopped or flushed by the host)."""
-        if self._agent_start is not None:
-            # What it did not say of its text cannot come back as echo.
+    def on_agent_stopped(self, at: float | None = None, *, completed: bool = False) -> None:
+        """The agent's audio ended (completed, stopped or flushed by the
+        host). ``completed``: it played to its end, so all of its text can
+        still come back as echo (a late recogniser writes the tail while the
+        next reply plays); otherwise it is cut where it stopped."""
+        if self._agent_start is not None and not completed:
+            # What it did not say of its text cannot come back as echo; the
+            # played position is a mark or the nominal rate, which a reply
+            # that played to its end has run past.
             now = self.clock.now() if at is None else at
             self.echo_check.agent_stopped(self._agent_start, self._played_for_echo(now))
         self._agent_start = None

@@ -297,7 +297,7 @@ class BargeInProcessor(FrameProcessor):
         now = self.clock.now()
         rid = self._playing_id
         if reason != "paused":
-            self.controller.on_agent_stopped(now)
+            self.controller.on_agent_stopped(now, completed=reason == "completed")
         self.cursor.on_stopped(rid, "interrupted" if reason == "paused" else reason)
         await self.push_frame(AgentAudioStoppedFrame(at=now, reply_id=rid, reason=reason))
 

@@ -429,7 +429,7 @@ class SimulatedAgent(FrameProcessor):
 
     async def _stop(self, reply: Reply, reason: str) -> None:
         self._speaking = None
-        self.barge_in.on_agent_stopped(self.clock.now())
+        self.barge_in.on_agent_stopped(self.clock.now(), completed=reason == "completed")
         self._end(reply, reason)
         self.cursor.on_stopped(reply.id, reason)
         r = self._r()

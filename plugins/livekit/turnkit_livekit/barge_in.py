@@ -643,7 +643,7 @@ class BargeInFilter:
     ) -> str | None:
         self._audible = False
         self._paused = False
-        self.controller.on_agent_stopped(self.clock.now())
+        self.controller.on_agent_stopped(self.clock.now(), completed=not interrupted)
         text, words, timed, anchors = self.text.take()
         rid = reply.reply_id
         self.cursor.on_text(rid, text, append=False)

@@ -148,7 +148,7 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
             self._cut = False
             ctl.on_agent_started(self.engine.bot_words or self.engine.agent_text, self.engine.now)
         elif isinstance(frame, BotStoppedSpeakingFrame):
-            ctl.on_agent_stopped(self.engine.now)
+            ctl.on_agent_stopped(self.engine.now, completed=not self._cut)
             await self._answer_owed()
         # A commit while a held bid waits for its words confirms it (Pipecat
         # cannot hold the bot's audio: the bot talked on, and stops now).
