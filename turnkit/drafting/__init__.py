@@ -5,6 +5,7 @@ from turnkit.drafting.drafter import Draft, DraftParams, DraftStats, EagerDrafte
 from turnkit.drafting.owed import OwedTurn
 from turnkit.drafting.responder import (
     Responder,
+    ResponderFrames,
     ResponderParams,
     ResponderProcessor,
     ResponderStats,
@@ -30,6 +31,7 @@ __all__ = [
     "EagerDrafter",
     "OwedTurn",
     "Responder",
+    "ResponderFrames",
     "ResponderParams",
     "ResponderProcessor",
     "ResponderStats",

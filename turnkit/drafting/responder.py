@@ -116,6 +116,7 @@ __all__ = [
     "ChatEngine",
     "EngineStream",
     "Responder",
+    "ResponderFrames",
     "ResponderParams",
     "ResponderProcessor",
     "ResponderStats",
@@ -774,40 +775,75 @@ def _approx_tokens(message: dict[str, Any]) -> int:
     return n // 4 + 4
 
 
-class ResponderProcessor(FrameProcessor):
-    """Hosts a :class:`Responder` in turnkit's pipeline: turn signals,
-    transcripts, VAD starts and interruptions in; :class:`LLMTextFrame` out
-    (downstream, towards the TTS)."""
+class ResponderFrames:
+    """Which :class:`Responder` call each of turnkit's frames is, for every
+    host that runs on frames (:class:`ResponderProcessor`, the Deepgram
+    host): a VAD start or resume is caller speech; a transcript, the words
+    so far (:attr:`text`); an eager signal, a draft; an end, a confirmed
+    turn; the agent's audio starting and stopping, whether it talks (a
+    reply played to its end answers a turn said over its last words); an
+    interruption, the barge-in controller's stop (:meth:`Responder.on_stop`:
+    a barge-in, then a turn owed an answer, or a pending reply cancelled).
+    Hosts override :meth:`eager` and :meth:`end` to record what they did."""
 
-    def __init__(self, responder_factory: Callable[[Emit], Responder]) -> None:
-        super().__init__("Responder")
-        self.responder = responder_factory(self._emit)
-        self.transcript = ""
+    def __init__(self, responder: Responder) -> None:
+        self.responder = responder
+        self.text = ""
 
-    async def _emit(self, frame: LLMTextFrame) -> None:
-        await self.push_frame(frame)
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+    async def handle(self, frame: Frame) -> None:
+        """Forward one frame's evidence (others pass unseen)."""
         r = self.responder
         if isinstance(frame, TranscriptFrame):
-            self.transcript = frame.text
+            self.text = frame.text
             r.on_transcript(frame.text)
         elif isinstance(frame, TurnEagerFrame):
-            await r.on_eager(self.transcript)
+            await self.eager()
         elif isinstance(frame, TurnResumedFrame | VADSpeechStartedFrame):
             r.on_speech()
         elif isinstance(frame, TurnEndFrame):
-            await r.on_end(self.transcript, frame.speech_end)
+            await self.end(frame.at, frame.speech_end)
         elif isinstance(frame, AgentAudioStartedFrame):
             r.on_agent_audio(True)
         elif isinstance(frame, AgentAudioStoppedFrame):
             r.on_agent_audio(False)
             if frame.reason == "completed" and r.owed_end(completed=True) is not None:
-                await r.on_end(self.transcript)  # the caller spoke over its last words
+                await self.end(frame.at)  # the caller spoke over its last words
         elif isinstance(frame, InterruptionFrame) and r.on_stop(
             frame.reply_id, pending=frame.cancels_pending
         ):
-            await r.on_end(self.transcript)  # the turn that ended while the agent talked
-        elif isinstance(frame, EndFrame | CancelFrame):
-            await r.aclose()
+            await self.end(frame.at)  # the turn that ended while the agent talked
+
+    async def eager(self) -> int | None:
+        """An eager signal: a draft on the words so far, if the drafter allows."""
+        return await self.responder.on_eager(self.text)
+
+    async def end(self, at: float, speech_end: float | None = None) -> int | None:
+        """A confirmed end at ``at`` of speech that ended at ``speech_end``:
+        the Responder answers it (``None``: ignored, the agent talks)."""
+        return await self.responder.on_end(self.text, speech_end)
+
+
+class ResponderProcessor(FrameProcessor):
+    """Hosts a :class:`Responder` in turnkit's pipeline: turn signals,
+    transcripts, VAD starts and interruptions in (:class:`ResponderFrames`);
+    :class:`LLMTextFrame` out (downstream, towards the TTS)."""
+
+    def __init__(self, responder_factory: Callable[[Emit], Responder]) -> None:
+        super().__init__("Responder")
+        self.responder = responder_factory(self._emit)
+        self.frames = ResponderFrames(self.responder)
+
+    @property
+    def transcript(self) -> str:
+        """The caller's words so far, as the recogniser last wrote them."""
+        return self.frames.text
+
+    async def _emit(self, frame: LLMTextFrame) -> None:
+        await self.push_frame(frame)
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        if isinstance(frame, EndFrame | CancelFrame):
+            await self.responder.aclose()
+        else:
+            await self.frames.handle(frame)
         await self.push_frame(frame, direction)

@@ -49,21 +49,17 @@ from typing import Any
 
 from turnkit.barge_in.cursor import PlaybackCursor
 from turnkit.clock import Clock
-from turnkit.drafting import Draft, EagerDrafter, Responder, ResponderParams, ToolGate
+from turnkit.drafting import (
+    Draft,
+    EagerDrafter,
+    Responder,
+    ResponderFrames,
+    ResponderParams,
+    ToolGate,
+)
 from turnkit.drafting.responder import ChatEngine
 from turnkit.fillers import FillerScheduler
-from turnkit.frames import (
-    AgentAudioStartedFrame,
-    AgentAudioStoppedFrame,
-    Frame,
-    InterruptionFrame,
-    LLMTextFrame,
-    TranscriptFrame,
-    TurnEagerFrame,
-    TurnEndFrame,
-    TurnResumedFrame,
-    VADSpeechStartedFrame,
-)
+from turnkit.frames import LLMTextFrame
 
 __all__ = ["DraftingHost", "HostTurn"]
 
@@ -84,8 +80,10 @@ class HostTurn:
     reply_id: int | None = None
 
 
-class DraftingHost:
-    """Forwards turn frames to a :class:`Responder` (see the module docstring)."""
+class DraftingHost(ResponderFrames):
+    """Forwards turn frames to a :class:`Responder` (see the module docstring;
+    the mapping is :class:`~turnkit.drafting.ResponderFrames`, shared with
+    turnkit's pipeline), and records the turns and drafts."""
 
     def __init__(
         self,
@@ -105,7 +103,7 @@ class DraftingHost:
         self.drafter = drafter if drafter is not None else EagerDrafter(clock)
         self._user_emit = emit
         kw: dict[str, Any] = {} if system_prompt is None else {"system_prompt": system_prompt}
-        self.responder = Responder(
+        responder = Responder(
             engine,
             clock,
             emit=self._emit,
@@ -116,7 +114,7 @@ class DraftingHost:
             params=params,
             **kw,
         )
-        self.text = ""
+        super().__init__(responder)
         self.turns: list[HostTurn] = []
         self.drafts: list[Draft] = []
         # The text each reply emitted, by reply id, once complete.
@@ -133,40 +131,23 @@ class DraftingHost:
             if inspect.isawaitable(out):
                 await out
 
-    async def handle(self, frame: Frame) -> None:
-        """Forward one frame's evidence (others pass unseen)."""
-        r = self.responder
-        if isinstance(frame, VADSpeechStartedFrame | TurnResumedFrame):
-            r.on_speech()
-        elif isinstance(frame, TranscriptFrame):
-            self.text = frame.text
-            r.on_transcript(frame.text)
-        elif isinstance(frame, TurnEagerFrame):
-            if await r.on_eager(self.text) is not None and self.drafter.current is not None:
-                self.drafts.append(self.drafter.current)
-        elif isinstance(frame, TurnEndFrame):
-            await self._end(frame.at, frame.speech_end)
-        elif isinstance(frame, AgentAudioStartedFrame):
-            r.on_agent_audio(True)
-        elif isinstance(frame, AgentAudioStoppedFrame):
-            r.on_agent_audio(False)
-            if frame.reason == "completed" and r.owed_end(completed=True) is not None:
-                await self._end(frame.at)  # the caller spoke over its last words
-        elif isinstance(frame, InterruptionFrame) and r.on_stop(
-            frame.reply_id, pending=frame.cancels_pending
-        ):
-            await self._end(frame.at)  # the turn that ended while the agent talked
+    async def eager(self) -> int | None:
+        reply_id = await super().eager()
+        if reply_id is not None and self.drafter.current is not None:
+            self.drafts.append(self.drafter.current)
+        return reply_id
 
-    async def _end(self, at: float, speech_end: float | None = None) -> None:
+    async def end(self, at: float, speech_end: float | None = None) -> int | None:
         """A confirmed end at ``at`` of speech that ended at ``speech_end``:
-        the Responder answers it (or ignores it while the agent talks)."""
+        the Responder answers it (or ignores it while the agent talks), and
+        the turn is recorded."""
         r = self.responder
         draft = self.drafter.current
         used = r.stats.drafts_used
-        reply_id = await r.on_end(self.text, speech_end)
+        reply_id = await super().end(at, speech_end)
         if reply_id is None:
             log.debug("turn end at %.3f ignored: the agent is talking", at)
-            return
+            return None
         drafted = r.stats.drafts_used > used
         self.turns.append(
             HostTurn(
@@ -178,6 +159,7 @@ class DraftingHost:
                 reply_id,
             )
         )
+        return reply_id
 
     async def idle(self) -> None:
         """Wait until every reply has finished streaming."""
