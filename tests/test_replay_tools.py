@@ -20,6 +20,7 @@ from turnkit.clock import VirtualClock, settle
 from turnkit.drafting.responder import Responder, spoken_yes
 from turnkit.drafting.tools import ToolGate
 from turnkit.frames import LLMTextFrame
+from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.engine import SimulatedEngine, ToolLog, replay_tools
 from turnkit.replay.latency import LatencyModel
 from turnkit.replay.llm_source import ModelTTFT
@@ -275,3 +276,28 @@ async def test_cancel_pending_continues_the_turn_and_its_ledger() -> None:
 )
 def test_spoken_yes(text: str, yes: bool) -> None:
     assert spoken_yes(text) is yes
+
+
+async def test_replay_answers_an_end_with_no_words_once_they_come() -> None:
+    """A streaming recogniser 2.5 s behind the caller: the detector's
+    ceiling ends easy-short-08's first turn before any of its words came.
+    The replay's agent runs the same Responder as the live hosts: no
+    request answers nothing (every user message holds words), and the turn
+    is answered once its words come, as the reply to them, not missed."""
+    rec = load_recording(CORPUS / "easy-short-08")
+    got: dict[str, SimulatedAgent] = {}
+    score = await replay_call(
+        rec,
+        "fused",
+        ReplayConfig(compute="fixed", stt="streaming", stt_delay_ms=2500),
+        observe=lambda a: got.setdefault("a", a),
+    )
+    agent = got["a"]
+    r = agent.responder
+    assert r is not None and r.stats.wordless_ends >= 1
+    users = [m["content"] for m in r.history if m["role"] == "user"]
+    assert users and all(u.strip() for u in users), users
+    first = next(t for t in score.turns if t.turn == 0)
+    assert not first.missed and first.response_ms is not None
+    reply = next(x for x in agent.replies if x.turn == 0)
+    assert reply.asked_at is not None and reply.asked_at > reply.decision_at

@@ -37,6 +37,7 @@ from turnkit.frames import (
     TurnEagerFrame,
     TurnEndFrame,
     TurnResumedFrame,
+    VADSpeechStartedFrame,
 )
 from turnkit.llm.client import ChatClient
 from turnkit.pipeline import CollectSink, Pipeline
@@ -259,6 +260,40 @@ async def test_responder_processor_answers_words_that_came_after_the_end(engine:
     r = proc.responder
     assert r.stats.interrupted == 0 and r.stats.turns == 2
     assert r.history[-2] == {"role": "user", "content": ASK}, r.history
+    assert r.history[-1]["role"] == "assistant" and r.history[-1]["content"].strip()
+
+
+@pytest.mark.parametrize("caller_went_on", [False, True])
+async def test_responder_processor_waits_for_the_words_of_an_end_that_had_none(
+    engine: str, caller_went_on: bool
+) -> None:
+    """A turn end before any words came (a recogniser slower than the
+    detector's ceiling, or a cough it writes nothing for) is not answered
+    with an empty user message: the Responder waits, and the words that
+    come next end that turn. If the caller speaks again first, the words
+    are the next end's (the detector ends the turn again)."""
+    client, proc, sink, pipe = await _plain_responder_pipeline(engine)
+    r = proc.responder
+    try:
+        await pipe.queue_frame(TurnEndFrame())
+        await pipe.wait_idle()
+        assert r.stats.wordless_ends == 1 and r.stats.requests == 0
+        assert not any(isinstance(f, LLMTextFrame) for f in sink.frames)
+        if caller_went_on:
+            await pipe.queue_frame(VADSpeechStartedFrame(confirmed_at=0.0))
+        await pipe.queue_frame(TranscriptFrame(text=ASK, is_final=True))
+        await pipe.wait_idle()
+        if caller_went_on:
+            assert r.stats.requests == 0  # the next end carries the words
+            await pipe.queue_frame(TurnEndFrame())
+        await until(lambda: any(isinstance(f, LLMTextFrame) and f.final for f in sink.frames))
+        await pipe.queue_frame(EndFrame())
+        await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+        await client.aclose()
+    assert r.stats.requests == 1 and r.stats.turns == 1
+    assert [m for m in r.history if m["role"] == "user"] == [{"role": "user", "content": ASK}]
     assert r.history[-1]["role"] == "assistant" and r.history[-1]["content"].strip()
 
 

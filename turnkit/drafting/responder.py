@@ -23,6 +23,13 @@ and the tool gate's answers:
   acknowledgement or echo — is not a turn: no draft starts for it, and its
   end (``on_end``) is ignored (``None``, counted in ``ignored_ends``). A real
   barge-in stops the agent first. The replay's agent applies the same rule.
+* **No words yet** (``on_end`` with an empty transcript): the end waits for
+  the caller's words rather than ask the LLM to answer nothing (counted in
+  ``wordless_ends``); the words that come next (``on_transcript``, before
+  the caller speaks again) are that turn's, and the host ends it with them.
+  A sound whose words never come — a cough, a door, a recogniser that
+  wrote nothing — gets no reply, as in Pipecat (no LLM run for an empty
+  user turn) and LiveKit (no end of turn without a transcript).
 * **Barge-in** (``on_interrupted``): the live reply's stream is closed, its
   in-flight reads cancelled, and no more text is emitted; a running write
   finishes (the gate shields it).
@@ -232,6 +239,7 @@ class ResponderStats:
     apologies: int = 0
     interrupted: int = 0
     ignored_ends: int = 0  # turn ends while the agent kept talking
+    wordless_ends: int = 0  # turn ends before any words came (answered when they do)
     cancelled_pending: int = 0  # replies dropped before any of them played
     history_trims: int = 0  # times old turns were dropped from the history
     # The latest STATS_KEEP first-token times (a long call must not grow it forever).
@@ -287,6 +295,9 @@ class Responder:
         self._spoken: _Request | None = None
         self._spoken_cut: int | None = None  # the reply already cut to what was heard
         self._continues = False  # the next end continues the current turn
+        # The speech end of a turn that ended before any words came: the
+        # next words are its (on_transcript), unless the caller speaks first.
+        self._wordless_end: float | None = None
         self._turn_start: int | None = None  # history index of the turn's user message
         # The conversation, kept by the history policy (see _trim_history).
         self.history: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
@@ -328,17 +339,28 @@ class Responder:
 
     def on_speech(self) -> None:
         """The caller speaks (again): an answer owed for speech the agent
-        talked through is void; a draft stays until new words void it
-        (:meth:`on_transcript`)."""
+        talked through is void, and so is a wait for the words of an end
+        that had none (the next end carries them); a draft stays until new
+        words void it (:meth:`on_transcript`)."""
         self.owed.caller_spoke()
+        self._wordless_end = None
         if self.drafter is not None:
             self.drafter.on_speech()
 
-    def on_transcript(self, text: str) -> None:
-        """New words: a draft for other words is void."""
+    def on_transcript(self, text: str) -> float | None:
+        """New words: a draft for other words is void. Returns the speech
+        end of a turn that ended before any words came (:meth:`on_end`)
+        when these are its words, the caller silent since and the agent
+        too: the host ends that turn now (``on_end(text, speech_end)``);
+        otherwise None."""
         if self.drafter is not None:
             self.drafter.on_transcript(text)
             self._reap()
+        waiting = self._wordless_end
+        if waiting is None or not text.strip() or self.agent_speaking:
+            return None
+        self._wordless_end = None
+        return waiting
 
     async def on_end(self, text: str, speech_end: float | None = None) -> int | None:
         """The turn is confirmed: release the matching draft or start a fresh
@@ -355,6 +377,13 @@ class Responder:
             if self.drafter is not None:
                 self.drafter.on_ignored()
                 self._reap()
+            return None
+        if not text.strip():
+            # An answer to nothing is no answer: wait for the words
+            # (on_transcript); a draft stays until they void or match it.
+            self.stats.wordless_ends += 1
+            self._wordless_end = self.clock.now() if speech_end is None else speech_end
+            log.debug("turn end with no words yet: its reply waits for them")
             return None
         self._supersede()
         if self.gate is not None:
@@ -779,8 +808,8 @@ class ResponderFrames:
     """Which :class:`Responder` call each of turnkit's frames is, for every
     host that runs on frames (:class:`ResponderProcessor`, the Deepgram
     host): a VAD start or resume is caller speech; a transcript, the words
-    so far (:attr:`text`); an eager signal, a draft; an end, a confirmed
-    turn; the agent's audio starting and stopping, whether it talks (a
+    so far (:attr:`text`), and the end of a turn that ended before any
+    came; an eager signal, a draft; an end, a confirmed turn; the agent's audio starting and stopping, whether it talks (a
     reply played to its end answers a turn said over its last words); an
     interruption, the barge-in controller's stop (:meth:`Responder.on_stop`:
     a barge-in, then a turn owed an answer, or a pending reply cancelled).
@@ -795,7 +824,9 @@ class ResponderFrames:
         r = self.responder
         if isinstance(frame, TranscriptFrame):
             self.text = frame.text
-            r.on_transcript(frame.text)
+            speech_end = r.on_transcript(frame.text)
+            if speech_end is not None:
+                await self.end(frame.at, speech_end)  # the words of an end that had none
         elif isinstance(frame, TurnEagerFrame):
             await self.eager()
         elif isinstance(frame, TurnResumedFrame | VADSpeechStartedFrame):

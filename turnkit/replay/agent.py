@@ -133,6 +133,7 @@ class SimulatedAgent(FrameProcessor):
         self.transcript = ""
         self.replies: list[Reply] = []
         self.decisions: list[TurnEndFrame] = []
+        self._wordless: TurnEndFrame | None = None  # an end the Responder holds for its words
         self._pending: Reply | None = None
         self._speaking: Reply | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -175,8 +176,11 @@ class SimulatedAgent(FrameProcessor):
             await self._eager(frame)
         elif isinstance(frame, TranscriptFrame):
             self.transcript = frame.text
-            r.on_transcript(frame.text)
+            speech_end = r.on_transcript(frame.text)
             await self._barge_in(frame)
+            if speech_end is not None and self._wordless is not None:
+                # The words of a turn that ended before any came: answered now.
+                await self._decide(self._wordless, speech_end, words_at=frame.at)
         elif isinstance(frame, TurnResumedFrame):
             await self._barge_in(frame)
             r.on_speech()  # the caller went on (a draft waits for their words)
@@ -293,14 +297,23 @@ class SimulatedAgent(FrameProcessor):
         if reply_id is not None and len(self.engine.requests) > n:
             self._drafts[reply_id] = self.engine.requests[n]
 
-    async def _decide(self, decision: TurnEndFrame, evidence_at: float | None = None) -> None:
+    async def _decide(
+        self,
+        decision: TurnEndFrame,
+        evidence_at: float | None = None,
+        words_at: float | None = None,
+    ) -> None:
         """A confirmed end of turn: the Responder answers it (or ignores it
-        while the agent talks); the reply becomes the pending one. The
-        caller turn it answers is the labels' turn begun by ``evidence_at``
-        (the end of the speech the decision follows; default its time)."""
-        compute = self._compute_s(decision)
+        while the agent talks, or waits for words it had none of); the
+        reply becomes the pending one. The caller turn it answers is the
+        labels' turn begun by ``evidence_at`` (the end of the speech the
+        decision follows; default its time). ``words_at``: the words of an
+        end that had none came then, and the engine is asked now (the
+        decision's compute was spent at the decision)."""
+        compute = self._compute_s(decision) if words_at is None else 0.0
         self.engine.send_after(compute)
         reply_id = await self._r().on_end(self.transcript, evidence_at)
+        self._wordless = decision if reply_id is None and not self.transcript.strip() else None
         if reply_id is not None:
             # The Responder superseded its own reply; so does the playback.
             self._end_pending("superseded")
@@ -318,7 +331,9 @@ class SimulatedAgent(FrameProcessor):
                 drafted=draft is not None,
                 # what the engine was asked for when: a draft's text is the
                 # recording's answer at the draft's time (LabelPlanner)
-                asked_at=decision.at if draft is None else draft.opened_at,
+                asked_at=(decision.at if words_at is None else words_at)
+                if draft is None
+                else draft.opened_at,
                 decided_at=self.clock.now() + compute,
             )
             self.replies.append(reply)
