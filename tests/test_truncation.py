@@ -18,6 +18,7 @@ from real_tts import require_espeak
 
 from turnkit.barge_in.truncation import (
     Heard,
+    ReplyProgress,
     TruncationConfig,
     align_timestamps,
     char_proportional_words,
@@ -350,3 +351,28 @@ def test_realtime_truncate_event_shape(rendered):
     over = realtime_truncate_event("item_abc", r.duration + 1.0, audio_duration_s=r.duration)
     assert over["audio_end_ms"] == int(r.duration * 1000)
     assert realtime_truncate_event("i", -0.5)["audio_end_ms"] == 0
+
+
+def test_reply_progress_answers_as_heard_prefix_as_the_reply_grows() -> None:
+    # A host asks on every frame while the reply's text, word times and
+    # anchors arrive: the cached timings must follow each change.
+    cfg = TruncationConfig()
+    progress = ReplyProgress(cfg)
+    first = "Sure, your order ships Friday."
+    whole = first + " It should arrive by Tuesday, is that okay?"
+    words = [Word(text=w, start=0.3 * i, end=0.3 * i + 0.25) for i, w in enumerate(whole.split())]
+    steps: list[dict] = [
+        {"text": first},
+        {"text": first, "anchors": [(1.6, len(first))]},
+        {"text": whole, "anchors": [(1.6, len(first))]},
+        {"text": whole, "anchors": [(1.6, len(first))], "duration_s": 3.9},
+        {"text": whole, "timestamps": words[:5]},
+        {"text": whole, "timestamps": words},
+    ]
+    for kw in steps:
+        text = kw.pop("text")
+        for k in range(0, 45):
+            played = k * 0.1
+            assert progress.heard(text, played, **kw) == heard_prefix(
+                text, played, config=cfg, **kw
+            ), (kw, played)

@@ -13,6 +13,7 @@ from turnkit.barge_in.echo import EchoFilter, EchoParams, EchoStep, EchoTranscri
 from turnkit.barge_in.history_processor import HistoryTruncator
 from turnkit.barge_in.truncation import (
     Heard,
+    ReplyProgress,
     TruncationConfig,
     heard_prefix,
     realtime_truncate_event,
@@ -31,6 +32,7 @@ __all__ = [
     "Heard",
     "HistoryTruncator",
     "PlaybackCursor",
+    "ReplyProgress",
     "TruncationConfig",
     "WordTimestampsFrame",
     "heard_prefix",

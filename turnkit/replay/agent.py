@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from turnkit.barge_in.controller import Action, BargeInController
 from turnkit.barge_in.cursor import PlaybackCursor
-from turnkit.barge_in.truncation import heard_prefix
+from turnkit.barge_in.truncation import ReplyProgress
 from turnkit.clock import Clock
 from turnkit.frames import (
     AgentAudioStartedFrame,
@@ -134,6 +134,7 @@ class SimulatedAgent(FrameProcessor):
         self.replies: list[Reply] = []
         self.decisions: list[TurnEndFrame] = []
         self._wordless: TurnEndFrame | None = None  # an end the Responder holds for its words
+        self._progress = ReplyProgress(self.cursor.config)  # _place: asked on every frame
         self._pending: Reply | None = None
         self._speaking: Reply | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -420,11 +421,8 @@ class SimulatedAgent(FrameProcessor):
         do not depend on the engine)."""
         if self.engine.live is None:
             return self.cursor.progress(reply.id)
-        return heard_prefix(
-            reply.text,
-            self.cursor.played_s(reply.id),
-            timestamps=reply.timeline,
-            config=self.cursor.config,
+        return self._progress.heard(
+            reply.text, self.cursor.played_s(reply.id), timestamps=reply.timeline
         ).cut
 
     def _cancel_pending(self) -> None:

@@ -99,8 +99,8 @@ from turnkit.barge_in import (
     EchoFilter,
     EchoParams,
     PlaybackCursor,
+    ReplyProgress,
     TruncationConfig,
-    heard_prefix,
 )
 from turnkit.drafting.owed import OwedTurn
 from turnkit.frames import AudioInFrame, Word
@@ -425,6 +425,7 @@ class BargeInFilter:
         # default the stored text is exactly the heard words, no note.
         self.truncation = truncation or TruncationConfig(note=None)
         self.cursor = PlaybackCursor(self.clock, config=self.truncation)
+        self._progress = ReplyProgress(self.truncation)  # asked on every caller frame
         self.stops = 0
         self.reasons: list[str] = []
         self.acknowledgements: list[str] = []
@@ -505,12 +506,11 @@ class BargeInFilter:
         t = self.text
         if not self._audible or reply is None or not t.text.strip():
             return
-        heard = heard_prefix(
+        heard = self._progress.heard(
             t.text,
             self.cursor.played_s(reply.reply_id),
             timestamps=t.timestamps,
             anchors=t.anchors,
-            config=self.truncation,
         )
         self.controller.on_agent_progress(heard.cut)
 
