@@ -809,8 +809,9 @@ class ResponderFrames:
     host that runs on frames (:class:`ResponderProcessor`, the Deepgram
     host): a VAD start or resume is caller speech; a transcript, the words
     so far (:attr:`text`), and the end of a turn that ended before any
-    came; an eager signal, a draft; an end, a confirmed turn; the agent's audio starting and stopping, whether it talks (a
-    reply played to its end answers a turn said over its last words); an
+    came; an eager signal, a draft; an end, a confirmed turn; the agent's
+    audio starting and stopping, whether it talks (a reply played to its
+    end answers a turn said over its last words); an
     interruption, the barge-in controller's stop (:meth:`Responder.on_stop`:
     a barge-in, then a turn owed an answer, or a pending reply cancelled).
     Hosts override :meth:`eager` and :meth:`end` to record what they did."""
@@ -850,7 +851,8 @@ class ResponderFrames:
 
     async def end(self, at: float, speech_end: float | None = None) -> int | None:
         """A confirmed end at ``at`` of speech that ended at ``speech_end``:
-        the Responder answers it (``None``: ignored, the agent talks)."""
+        the Responder answers it (``None``: not now; the agent talks, or
+        no words came yet)."""
         return await self.responder.on_end(self.text, speech_end)
 
 

@@ -139,14 +139,14 @@ class DraftingHost(ResponderFrames):
 
     async def end(self, at: float, speech_end: float | None = None) -> int | None:
         """A confirmed end at ``at`` of speech that ended at ``speech_end``:
-        the Responder answers it (or ignores it while the agent talks), and
-        the turn is recorded."""
+        the Responder answers it (not while the agent talks, nor before any
+        words came), and the turn is recorded."""
         r = self.responder
         draft = self.drafter.current
         used = r.stats.drafts_used
         reply_id = await super().end(at, speech_end)
         if reply_id is None:
-            log.debug("turn end at %.3f ignored: the agent is talking", at)
+            log.debug("turn end at %.3f not answered now: agent talking, or no words yet", at)
             return None
         drafted = r.stats.drafts_used > used
         self.turns.append(
