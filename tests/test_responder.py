@@ -191,6 +191,18 @@ async def test_responder_processor_in_a_pipeline(engine: str) -> None:
     assert proc.responder.pending_tasks == 0
 
 
+async def _finish_on_reply(pipe: Pipeline, sink: CollectSink, reply_id: int | None = None) -> None:
+    """Wait for reply ``reply_id``'s (any reply's) last text, then end the pipeline."""
+    await until(
+        lambda: any(
+            isinstance(f, LLMTextFrame) and f.final and reply_id in (None, f.reply_id)
+            for f in sink.frames
+        )
+    )
+    await pipe.queue_frame(EndFrame())
+    await pipe.wait_idle()
+
+
 async def _plain_responder_pipeline(
     engine: str,
 ) -> tuple[ChatClient, ResponderProcessor, CollectSink, Pipeline]:
@@ -222,9 +234,7 @@ async def test_responder_processor_answers_a_turn_that_ended_while_the_agent_tal
         await pipe.wait_idle()
         assert proc.responder.stats.ignored_ends == 1 and proc.responder.stats.requests == 0
         await pipe.queue_frame(InterruptionFrame())
-        await until(lambda: any(isinstance(f, LLMTextFrame) and f.final for f in sink.frames))
-        await pipe.queue_frame(EndFrame())
-        await pipe.wait_idle()
+        await _finish_on_reply(pipe, sink)
     finally:
         await pipe.stop()
         await client.aclose()
@@ -234,32 +244,28 @@ async def test_responder_processor_answers_a_turn_that_ended_while_the_agent_tal
 
 async def test_responder_processor_answers_words_that_came_after_the_end(engine: str) -> None:
     """A segmented STT slower than the detector waited: the turn ended with
-    no words, and its words came after. The detector ends the turn again on
-    them (a resume, then an end with ``late_words``), back to back: the
-    Responder answers the words before the barge-in controller's cancel of
-    the reply to nothing (``BargeInProcessor.cancel_pending``, sent on the
-    resume) comes back up the pipeline. That cancel names its reply; it no
-    longer stops the new one, and the caller is answered."""
+    no words, and its words came after. The Responder waits for them (no
+    reply to nothing) and answers them as they come (reply 1). The detector
+    then ends the turn again on them (a resume, then an end with
+    ``late_words``), back to back, before the barge-in controller's cancel
+    of reply 1 (``BargeInProcessor.cancel_pending``, sent on the resume)
+    comes back up the pipeline: the turn continues (reply 2, one user
+    message: none of reply 1 played), and the cancel, naming reply 1, does
+    not stop reply 2; the caller is answered."""
     client, proc, sink, pipe = await _plain_responder_pipeline(engine)
     try:
         await pipe.queue_frame(TurnEndFrame())  # the wait ran out: no words yet
         await pipe.queue_frame(TranscriptFrame(text=ASK, is_final=True))
         await pipe.queue_frame(TurnResumedFrame())
         await pipe.queue_frame(TurnEndFrame(late_words=True))
-        await pipe.queue_frame(InterruptionFrame(reason="reply cancelled", reply_id=1))
-        await until(
-            lambda: any(
-                isinstance(f, LLMTextFrame) and f.final and f.reply_id == 2 for f in sink.frames
-            )
-        )
-        await pipe.queue_frame(EndFrame())
-        await pipe.wait_idle()
+        await pipe.queue_frame(InterruptionFrame(reason=REPLY_CANCELLED, reply_id=1))
+        await _finish_on_reply(pipe, sink, reply_id=2)
     finally:
         await pipe.stop()
         await client.aclose()
     r = proc.responder
-    assert r.stats.interrupted == 0 and r.stats.turns == 2
-    assert r.history[-2] == {"role": "user", "content": ASK}, r.history
+    assert r.stats.interrupted == 0 and r.stats.turns == 1 and r.stats.wordless_ends == 1
+    assert [m for m in r.history if m["role"] == "user"] == [{"role": "user", "content": ASK}]
     assert r.history[-1]["role"] == "assistant" and r.history[-1]["content"].strip()
 
 
@@ -286,9 +292,7 @@ async def test_responder_processor_waits_for_the_words_of_an_end_that_had_none(
         if caller_went_on:
             assert r.stats.requests == 0  # the next end carries the words
             await pipe.queue_frame(TurnEndFrame())
-        await until(lambda: any(isinstance(f, LLMTextFrame) and f.final for f in sink.frames))
-        await pipe.queue_frame(EndFrame())
-        await pipe.wait_idle()
+        await _finish_on_reply(pipe, sink)
     finally:
         await pipe.stop()
         await client.aclose()
@@ -297,30 +301,33 @@ async def test_responder_processor_waits_for_the_words_of_an_end_that_had_none(
     assert r.history[-1]["role"] == "assistant" and r.history[-1]["content"].strip()
 
 
-async def test_responder_processor_cancel_pending_continues_the_turn(engine: str) -> None:
+@pytest.mark.parametrize("cancel_first", [True, False])
+async def test_responder_processor_cancel_pending_continues_the_turn(
+    engine: str, cancel_first: bool
+) -> None:
     """The barge-in controller's cancel-pending (the caller went on before
     any of the reply played) reaches turnkit's pipeline as an
     ``InterruptionFrame`` with ``REPLY_CANCELLED``: the Responder drops the
     reply and the turn's words, and the next end continues the same turn
     with all of them (one user message), as the replay's agent does; not a
-    barge-in that keeps a cut reply in the history."""
+    barge-in that keeps a cut reply in the history. The same when the
+    cancel comes back up the pipeline only after that end (the caller's
+    words going on from the turn's, none of its reply played)."""
     client, proc, sink, pipe = await _plain_responder_pipeline(engine)
     first, whole = "I'd like to book", "I'd like to book a table for two at eight"
+    cancel = InterruptionFrame(reason=REPLY_CANCELLED, reply_id=1)
     try:
         await pipe.queue_frame(TranscriptFrame(text=first, is_final=True))
         await pipe.queue_frame(TurnEndFrame())
         await until(lambda: proc.responder.stats.requests == 1)
         await pipe.queue_frame(TurnResumedFrame())
-        await pipe.queue_frame(InterruptionFrame(reason=REPLY_CANCELLED, reply_id=1))
+        if cancel_first:
+            await pipe.queue_frame(cancel)
         await pipe.queue_frame(TranscriptFrame(text=whole, is_final=True))
         await pipe.queue_frame(TurnEndFrame())
-        await until(
-            lambda: any(
-                isinstance(f, LLMTextFrame) and f.final and f.reply_id == 2 for f in sink.frames
-            )
-        )
-        await pipe.queue_frame(EndFrame())
-        await pipe.wait_idle()
+        if not cancel_first:
+            await pipe.queue_frame(cancel)
+        await _finish_on_reply(pipe, sink, reply_id=2)
     finally:
         await pipe.stop()
         await client.aclose()

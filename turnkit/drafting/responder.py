@@ -264,6 +264,7 @@ class _Request:
         self.produced = False  # some text of it is queued or out
         self.messages: list[dict[str, Any]] = []  # this reply's own messages (tool rounds)
         self.done = False
+        self.played = False  # some of its audio (or a filler's) reached the caller
 
 
 class Responder:
@@ -317,6 +318,8 @@ class Responder:
     def on_agent_audio(self, playing: bool) -> None:
         """The agent's audio started (True) or stopped (False) playing."""
         self.agent_speaking = playing
+        if playing and self._live is not None:
+            self._live.played = True
 
     async def on_eager(self, text: str) -> int | None:
         """The caller is probably done: maybe start a held draft. Returns the
@@ -385,6 +388,7 @@ class Responder:
             self._wordless_end = self.clock.now() if speech_end is None else speech_end
             log.debug("turn end with no words yet: its reply waits for them")
             return None
+        self._continue_unheard(text)
         self._supersede()
         if self.gate is not None:
             asked = self.gate.current_turn
@@ -569,6 +573,21 @@ class Responder:
         for task in (req.task, req.pump):
             if task is not None and not task.done():
                 task.cancel()
+
+    def _continue_unheard(self, text: str) -> None:
+        """An end that finds this turn's reply live with none of it played,
+        for words that go on from the turn's (the same words, ended again
+        by a detector's late end; or more, the caller went on), continues
+        the turn (:meth:`on_cancel_pending`): the barge-in controller cancels
+        that reply on the caller's speech, but a host that runs on frames
+        hears the cancel only after this end, and the history would hold
+        the turn's words twice."""
+        req = self._live
+        if req is None or req.played or req.turn_id != self._turn_id or self._turn_start is None:
+            return
+        said = _norm(str(self.history[self._turn_start].get("content") or ""))
+        if said and _norm(text).startswith(said):
+            self.on_cancel_pending()
 
     def _supersede(self) -> None:
         req, self._live = self._live, None
@@ -794,6 +813,10 @@ class _ToolFiller:
             self._wait.cancel()
         if self.guard is not None:
             self.guard.stop()
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
 
 
 def _approx_tokens(message: dict[str, Any]) -> int:
