@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bot_frames import with_bot
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     EagerEndOfTurnCancelFrame,
@@ -39,6 +40,7 @@ from turnkit.clock import VirtualClock
 from turnkit.drafting.drafter import DraftParams, EagerDrafter
 from turnkit.drafting.tools import tool
 from turnkit.replay.recording import load_recording
+from turnkit.text.normalize import normalize_text
 
 from turnkit_pipecat import (
     FirstTokenObserver,
@@ -130,6 +132,50 @@ async def _run_answered(
     runner = PipelineRunner(handle_sigint=False)
     await runner.add_workers(task)
     await asyncio.gather(runner.run(), feed())
+
+
+class AskedTap(FrameProcessor):
+    """The caller words each inference asks about, as it passes (the
+    context's last user message then; a speculation's is its own copy)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[str, bool]] = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMContextFrame):
+            users = [m for m in frame.context.messages if m.get("role") == "user"]
+            self.asked.append((str(users[-1]["content"]) if users else "", frame.speculation))
+        await self.push_frame(frame, direction)
+
+
+async def test_a_turn_begun_under_the_bots_reply_is_answered_with_a_drafter() -> None:
+    """`turnkit dial` of the example agent (a drafter held for the LLM's
+    first token, Whisper behind a VAD): "Is Friday open?" began under the
+    last second of a long reply, which played on to its end before the
+    caller's did, and no user turn was on when the detector's eager signal
+    came. The speculation it started was never run (Pipecat runs no
+    inference outside a user turn), the end confirmed it, and the caller
+    waited 14 s, until they spoke again. Now no speculation starts without
+    a user turn: the end (which starts one) asks for a fresh inference."""
+    rec = load_recording(CORPUS / "easy-short-08")
+    turn = rec.caller_turns[3]
+    spans = [(a.start, a.end) for a in rec.agent_turns]
+    k = max(i for i, (start, _) in enumerate(spans) if start < turn.start)
+    spans[k] = (spans[k][0], turn.end - 0.25)  # the reply runs on over most of the turn
+    engine = TurnkitTurnEngine("fused", recogniser="segmented")
+    drafter = EagerDrafter(engine.clock, DraftParams(first_token_ms=150))
+    ctx = LLMContext()
+    stop = TurnkitUserTurnStopStrategy(engine, drafter=drafter, context=ctx)
+    tap = AskedTap()
+    frames = recording_frames(
+        rec, until_s=rec.duration + 3.0, segmented=True, stt_delay_s=0.6, close_s=0.1
+    )
+    await run_frames([_user(engine, stop, ctx), tap], engine, with_bot(frames, spans))
+    asked = [text for text, _ in tap.asked]
+    assert asked == [normalize_text(t.text) for t in rec.caller_turns], tap.asked
+    assert stop.speculations >= 1 and stop.kept == stop.speculations  # the others still drafted
 
 
 @pytest.mark.parametrize("name", ["easy-order-status-01", "support-and-um-04"])

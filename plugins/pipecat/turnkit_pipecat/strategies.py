@@ -397,7 +397,12 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         self.engine.set_agent_text(text)
 
     async def _eager(self) -> None:
-        if self.drafter is None:
+        if self.drafter is None or not self.engine.user_turn:
+            # No user turn on (the caller began under the bot's audio, which
+            # has stopped; the detector's end will start one): Pipecat runs
+            # no speculative inference outside a user turn, and the end
+            # would confirm a response that was never asked for, leaving
+            # the caller unanswered. The end asks for a fresh one.
             return
         draft = self.drafter.on_eager(self.engine.turn_transcript)
         if draft is None:
