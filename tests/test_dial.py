@@ -271,6 +271,23 @@ def test_agent_runs_match_the_recorded_agent_turns() -> None:
         assert abs(s - ls) <= 0.05 and abs(e - le) <= 0.08
 
 
+def test_a_reply_begun_right_after_an_interrupted_one_is_its_own_run() -> None:
+    """The agent cut off at 1.0 s (its interruption message) and answering
+    0.25 s later: two replies. Joined as one run (the gap is under
+    ``merge_gap_s``), the answer was read as the tail of the reply the
+    caller spoke over, and the caller's turn scored missed ("spoken over
+    the agent") though answered 0.25 s after the cut; a pause inside one
+    reply (no interruption in it) is still bridged."""
+    rate = 16000
+    t = np.arange(int(2.0 * rate)) / rate
+    audio = (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    audio[int(1.0 * rate) : int(1.25 * rate)] = 0.0
+    assert len(agent_runs(audio, rate)) == 1
+    assert len(agent_runs(audio, rate, breaks=[3.0])) == 1
+    (s1, e1), (s2, e2) = agent_runs(audio, rate, breaks=[0.98])
+    assert s1 == 0.0 and abs(e1 - 1.0) <= 0.04 and abs(s2 - 1.25) <= 0.04 and e2 >= 1.96
+
+
 def test_dial_a_replaying_agent_measures_its_timing(tmp_path: Path) -> None:
     """An agent that plays the recording's own agent.wav on the wall clock
     from the moment the call connects, in 40 ms chunks: the live call's

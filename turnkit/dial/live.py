@@ -2,8 +2,11 @@
 
 What the agent did is measured from the audio the caller heard
 (:func:`agent_runs`: 20 ms frames above ``-45 dBFS``, gaps shorter than
-``merge_gap_s`` joined, runs shorter than ``min_run_s`` dropped), because
-that is all a caller knows. Each run becomes a replay
+``merge_gap_s`` joined unless the agent reported an interruption in them,
+runs shorter than ``min_run_s`` dropped), because that is all a caller
+knows (and the agent's interruption messages, which it also hears: a reply
+begun 0.3 s after the one the caller cut off is another reply, not its
+tail). Each run becomes a replay
 :class:`~turnkit.replay.agent.Reply` whose decision and first audio are the
 run's start (a live agent's decision is not observable on the line, so a
 reply that starts playing inside a caller turn counts as a cutoff of it,
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +50,11 @@ def agent_runs(
     merge_gap_s: float = 0.5,
     min_run_s: float = 0.06,
     threshold_dbfs: float = THRESHOLD_DBFS,
+    breaks: Sequence[float] = (),
 ) -> list[tuple[float, float]]:
-    """Stretches of agent sound as ``(start, end)`` seconds."""
+    """Stretches of agent sound as ``(start, end)`` seconds. ``breaks``:
+    times the agent reported its audio interrupted; a gap that holds one
+    (from ``INTERRUPT_MATCH_S`` before the sound stopped) is never joined."""
     frame = round(rate * FRAME / SEND_RATE)
     n = len(audio) // frame
     if n == 0:
@@ -58,18 +65,27 @@ def agent_runs(
     runs: list[list[float]] = []
     for i in np.flatnonzero(loud):
         s, e = i * frame / rate, (i + 1) * frame / rate
-        if runs and s - runs[-1][1] < merge_gap_s:
+        if (
+            runs
+            and s - runs[-1][1] < merge_gap_s
+            and not any(runs[-1][1] - INTERRUPT_MATCH_S <= t <= s for t in breaks)
+        ):
             runs[-1][1] = e
         else:
             runs.append([s, e])
     return [(round(s, 3), round(e, 3)) for s, e in runs if e - s >= min_run_s]
 
 
+def _runs(call: LiveCall) -> list[tuple[float, float]]:
+    """The agent's runs on the call, split where it reported an interruption."""
+    return agent_runs(call.agent, breaks=call.interruptions)
+
+
 def live_replies(call: LiveCall) -> list[Reply]:
     """The agent's runs as replay replies (see the module docstring)."""
     planner = LabelPlanner(call.rec, 2.0)
     out: list[Reply] = []
-    for i, (s, e) in enumerate(agent_runs(call.agent)):
+    for i, (s, e) in enumerate(_runs(call)):
         stopped = any(abs(t - e) <= INTERRUPT_MATCH_S for t in call.interruptions)
         out.append(
             Reply(
@@ -132,7 +148,7 @@ def write_live_recording(call: LiveCall, folder: Path) -> Recording:
         if e.type != "agent_turn" and e.end <= dur + 1e-6
     ]
     texts = [m.get("text", "") for m in call.messages if m.get("type") == "bot-text"]
-    for k, (s, e) in enumerate(agent_runs(call.agent)):
+    for k, (s, e) in enumerate(_runs(call)):
         events.append(
             {"type": "agent_turn", "start": s, "end": min(e, dur), "text": ""}
             | ({"text": texts[k]} if k < len(texts) else {})
@@ -237,7 +253,7 @@ def explain_missed(
 ) -> dict[int, str]:
     """Why each missed caller turn got no answer, in the caller's terms."""
     turns = rec.caller_turns
-    runs = agent_runs(call.agent)
+    runs = _runs(call)
     dur = len(call.caller) / SEND_RATE
     out: dict[int, str] = {}
     for ts in score.turns:
