@@ -356,6 +356,20 @@ def fake_responder(url: str, out: Out, **kw) -> Responder:  # type: ignore[no-un
     return Responder(client, clock, emit=out, drafter=EagerDrafter(clock), **kw)
 
 
+async def test_fake_an_end_with_words_ends_the_wait_for_words(fake: FakeEngine) -> None:
+    """A wordless end waits for words; an end that comes with words (the
+    detector ending the turn again on them) answers that turn, and the wait
+    is over: the same words written again are no second end."""
+    out = Out()
+    r = fake_responder(fake.url("ok"), out)
+    assert await r.on_end("") is None and r.awaits_words
+    assert await r.on_end(ASK) is not None and not r.awaits_words
+    assert r.on_transcript(ASK) is None
+    await asyncio.wait_for(out.final.wait(), 10)
+    assert r.stats.requests == 1 and r.stats.wordless_ends == 1
+    await r.client.aclose()
+
+
 async def test_fake_5xx_on_the_confirmed_reply_is_retried_fresh(fake: FakeEngine) -> None:
     out = Out()
     r = fake_responder(fake.url("fail1"), out)

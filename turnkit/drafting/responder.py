@@ -350,6 +350,12 @@ class Responder:
         if self.drafter is not None:
             self.drafter.on_speech()
 
+    @property
+    def awaits_words(self) -> bool:
+        """A turn ended before any words came, and its reply waits for them
+        (:meth:`on_end`; :meth:`on_transcript` says when they come)."""
+        return self._wordless_end is not None
+
     def on_transcript(self, text: str) -> float | None:
         """New words: a draft for other words is void. Returns the speech
         end of a turn that ended before any words came (:meth:`on_end`)
@@ -388,6 +394,7 @@ class Responder:
             self._wordless_end = self.clock.now() if speech_end is None else speech_end
             log.debug("turn end with no words yet: its reply waits for them")
             return None
+        self._wordless_end = None  # an end with words answers the turn that waited
         self._continue_unheard(text)
         self._supersede()
         if self.gate is not None:
@@ -488,8 +495,9 @@ class Responder:
         (:meth:`on_interrupted`). A stop for a reply already superseded is
         ignored (:meth:`superseded`). True: a turn that ended while the
         agent talked is now owed an answer (:meth:`owed_end`), and the host
-        ends it. The replay's agent, :class:`ResponderProcessor` and the
-        Deepgram host execute the controller's two actions the same way."""
+        ends it. For the hosts on frames (:class:`ResponderFrames`); the
+        replay's agent, which executes the controller's actions itself,
+        calls the same two methods."""
         if self.superseded(reply_id):
             return False
         if pending:

@@ -314,7 +314,7 @@ class SimulatedAgent(FrameProcessor):
         compute = self._compute_s(decision) if words_at is None else 0.0
         self.engine.send_after(compute)
         reply_id = await self._r().on_end(self.transcript, evidence_at)
-        self._wordless = decision if reply_id is None and not self.transcript.strip() else None
+        self._wordless = decision if self._r().awaits_words else None
         if reply_id is not None:
             # The Responder superseded its own reply; so does the playback.
             self._end_pending("superseded")
