@@ -158,7 +158,9 @@ async def test_a_turn_begun_under_the_bots_reply_is_answered_with_a_drafter() ->
     came. The speculation it started was never run (Pipecat runs no
     inference outside a user turn), the end confirmed it, and the caller
     waited 14 s, until they spoke again. Now no speculation starts without
-    a user turn: the end (which starts one) asks for a fresh inference."""
+    a user turn, and the start strategy starts that turn at the eager signal
+    (the bot silent by then), so the speculation runs inside it and the end
+    keeps it: the turn keeps the draft's head start."""
     rec = load_recording(CORPUS / "easy-short-08")
     turn = rec.caller_turns[3]
     spans = [(a.start, a.end) for a in rec.agent_turns]
@@ -172,10 +174,16 @@ async def test_a_turn_begun_under_the_bots_reply_is_answered_with_a_drafter() ->
     frames = recording_frames(
         rec, until_s=rec.duration + 3.0, segmented=True, stt_delay_s=0.6, close_s=0.1
     )
-    await run_frames([_user(engine, stop, ctx), tap], engine, with_bot(frames, spans))
+    start = TurnkitUserTurnStartStrategy(engine)
+    user = replay_user_aggregator(ctx, start, stop)
+    await run_frames([user, tap], engine, with_bot(frames, spans))
     asked = [text for text, _ in tap.asked]
     assert asked == [normalize_text(t.text) for t in rec.caller_turns], tap.asked
     assert stop.speculations >= 1 and stop.kept == stop.speculations  # the others still drafted
+    # The turn begun under the reply was asked as a speculation, begun at
+    # the eager signal, and its end kept it (no second inference).
+    assert (normalize_text(turn.text), True) in tap.asked, tap.asked
+    assert start.eager_started == 1
 
 
 @pytest.mark.parametrize("name", ["easy-order-status-01", "support-and-um-04"])

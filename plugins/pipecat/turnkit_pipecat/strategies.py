@@ -96,7 +96,10 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
     stop strategy's end is answered — among them the detector's end on
     words of a turn it had ended before they came (a segmented STT past
     its p99, :attr:`~turnkit.frames.TurnEndFrame.late_words`: counted in
-    ``late_answered``)."""
+    ``late_answered``). Such a turn starts at the detector's eager signal
+    when one comes first (counted in ``eager_started``), so that a
+    drafter's speculation runs inside it and the end finds the reply on
+    its way."""
 
     def __init__(
         self,
@@ -120,6 +123,7 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
         )
         self.interruptions = 0
         self.late_answered = 0  # turns ended before their last words, answered on them
+        self.eager_started = 0  # turns begun under the bot, started at the eager signal
         self.ignored = 0  # speech onsets the controller let the bot talk through
         self.held = 0  # pause actions (the bot talked on: Pipecat cannot hold)
         self.resumed = 0
@@ -169,6 +173,21 @@ class TurnkitUserTurnStartStrategy(BaseUserTurnStartStrategy):
                 self.late_answered += end.late_words
                 await self.trigger_user_turn_started()
             self.reply_pending = True
+        elif (
+            any(isinstance(s, TurnEagerFrame) for s in step.signals)
+            and not self.engine.user_turn
+            and not self.engine.bot_speaking
+            and not self.reply_pending
+        ):
+            # The detector thinks a caller turn Pipecat never saw begin (it
+            # began under the bot's audio, which has stopped) may be ending:
+            # start it now rather than at the end, so a drafter's
+            # speculation runs inside it and the end finds the reply on its
+            # way (the end would start it anyway; a resume leaves it on for
+            # the detector's next end). Not over a reply on its way: the
+            # end of a turn already answered comes first.
+            self.eager_started += 1
+            await self.trigger_user_turn_started()
         if any(isinstance(s, TurnResumedFrame) for s in step.signals):
             # The detector says the caller went on. After a turn it ended
             # through a sound it takes for not the caller's (words stopped
@@ -398,11 +417,12 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
 
     async def _eager(self) -> None:
         if self.drafter is None or not self.engine.user_turn:
-            # No user turn on (the caller began under the bot's audio, which
-            # has stopped; the detector's end will start one): Pipecat runs
-            # no speculative inference outside a user turn, and the end
-            # would confirm a response that was never asked for, leaving
-            # the caller unanswered. The end asks for a fresh one.
+            # No user turn on (the caller began under the bot's audio and
+            # the bot still talks, or no start strategy of turnkit's runs to
+            # start one at this signal): Pipecat runs no speculative
+            # inference outside a user turn, and the end would confirm a
+            # response that was never asked for, leaving the caller
+            # unanswered. The end asks for a fresh one.
             return
         draft = self.drafter.on_eager(self.engine.turn_transcript)
         if draft is None:
