@@ -172,6 +172,9 @@ def test_words_the_agent_has_not_played_yet_are_no_echo() -> None:
         ("thanks, bye", "en", False),
         ("thank you, but", "en", False),
         ("uh-uh", "en", False),  # "no": a reply, not a murmur
+        ("Yes ma'am.", "en", True),
+        ("Oh my gosh, that's true.", "en", True),
+        ("oh my card", "en", False),
         ("vale", "es", True),
         ("ya veo", "es", True),
         ("d'accord", "fr", True),
@@ -194,6 +197,8 @@ def test_answers() -> None:
     # not thanks: "thank you" after a question acknowledges, it does not answer.
     assert is_answer("that's perfect", "en") and is_answer("absolutely", "en")
     assert not is_answer("thank you", "en") and not is_answer("lovely", "en")
+    assert is_answer("yes sir", "en") and is_answer("that's correct", "en")
+    assert not is_answer("oh dear", "en")
 
 
 def _step(speaking: bool, started: bool = False, stopped: bool = False, start=0.0, end=0.0):

@@ -52,6 +52,13 @@ BACKCHANNELS: dict[str, tuple[str, ...]] = {
         "much appreciated", "appreciate it", "lovely", "brilliant", "awesome", "excellent",
         "fantastic", "wonderful", "cheers", "sure thing", "that's great", "that's good",
         "that's fine", "that's perfect", "very good", "yea", "yeh", "yah",
+        # Receipts and reactions of real service calls beside the above
+        # (Switchboard's backchannel inventory; a US clerk's "yes ma'am").
+        # None starts with a word that opens bids ("no problem" would make
+        # every "no ..." wait for its second word).
+        "that's true", "that's correct",
+        "yes sir", "yes ma'am", "interesting", "oh my god", "oh my gosh",
+        "oh my goodness", "oh goodness", "oh dear",
     ),
     "es": (
         "sí", "si", "vale", "claro", "ajá", "aja", "ya", "bueno", "exacto", "entiendo",
@@ -82,7 +89,9 @@ ANSWERS: dict[str, frozenset[str]] = {
                      "all right", "uh-huh", "uh huh", "mm-hmm", "mhm", "exactly", "true",
                      "of course", "correct", "absolutely", "definitely", "certainly",
                      "that's right", "perfect", "great", "sounds good", "sure thing",
-                     "that's fine", "that's good", "that's great", "that's perfect"}),
+                     "that's fine", "that's good", "that's great", "that's perfect",
+                     "that's true", "that's correct",
+                     "yes sir", "yes ma'am"}),
     "es": frozenset({"sí", "si", "vale", "claro", "ok", "okay", "de acuerdo", "exacto", "ajá"}),
     "fr": frozenset({"oui", "ouais", "d'accord", "ok", "okay", "exactement", "bien sûr",
                      "tout à fait", "c'est ça"}),
