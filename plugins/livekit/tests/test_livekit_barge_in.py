@@ -699,3 +699,40 @@ async def test_okay_over_the_replys_close_is_answered_when_it_ends(tmp_path: Pat
     replies = [m.text_content for m in run["history"] if m.role == "assistant"]
     assert replies == [turn["text"], "Okay."], replies
     assert bf.owed_answered == 1
+
+
+# -- a turn begun under the reply, ended after it ------------------------------
+
+
+async def test_a_turn_begun_under_the_reply_is_answered_once() -> None:
+    """easy-short-08's "Is Friday open?" begun under the last of a reply
+    that plays on to 0.25 s before the caller's words end (the reply's own
+    audio, then the line's quiet): the case that left a Pipecat caller
+    unanswered (a turn Pipecat never saw begin; its speculation was never
+    run; the bot's "pause" not executable there, it talked on). In a
+    LiveKit session with turnkit's barge-in filter and ``fused`` the filter
+    stops the reply on the bid's audio (within 0.3 s of its onset), and
+    the caller's words are one user turn, answered once."""
+    _, call = load_call("easy-short-08")
+    turns = [e for e in call["events"] if e["type"] == "caller_turn"]
+    ask = turns[3]
+    reply = [e for e in call["events"] if e["type"] == "agent_turn" and e["start"] < ask["start"]][-1]
+    agent = read_wav(RECORDINGS / "easy-short-08" / "agent.wav", SR)
+    audio = agent[int(reply["start"] * SR) : int((ask["end"] - 0.25) * SR)]
+    det = TurnkitStreamingDetector("fused")
+    run = await run_reply(
+        "easy-short-08",
+        reply["start"] - 1.0,
+        ask["end"] + 3.0,
+        turnkit=True,
+        say_at=reply["start"] - LEAD_S,
+        text=reply["text"],
+        audio=audio,
+        detector=det,
+    )
+    assert run["handle"].interrupted and run["filter"].stops == 1
+    assert ask["start"] < run["stopped_at"][0] < ask["start"] + 0.3
+    said = [re.sub(r"[^a-z ]", "", u.lower()).strip() for u in run["users"]]
+    assert said == ["is friday open"], run["users"]
+    replies = [m.text_content for m in run["history"] if m.role == "assistant"]
+    assert replies[-1] == "Okay." and replies.count("Okay.") == 1, replies
