@@ -22,6 +22,7 @@ from turnkit.replay.metrics import RESUMED_GAP_S, aggregate, stop_times
 from turnkit.replay.recording import Recording, load_recording
 from turnkit.replay.simulator import LabelPlanner, ReplayConfig, replay_call
 from turnkit.text.lexicon import is_backchannel_prefix
+from turnkit.text.recogniser import WordLag
 
 REC = Path(__file__).resolve().parents[1] / "recordings"
 SR = 16000
@@ -1008,3 +1009,62 @@ def test_a_dc_offset_on_the_line_does_not_turn_backchannels_into_stops(tmp_path:
     met = [e for e in score.events if e.kind == "backchannel" and e.agent_speaking]
     assert met, "a backchannel meets the agent speaking"
     assert not [e for e in met if e.stopped]
+
+
+@pytest.mark.parametrize("late_s", [0.0, 0.3])
+def test_the_early_hold_is_for_words_that_come_in_time(late_s: float) -> None:
+    """The early hold (0.2 s into a sound that scores as a bid) waits for
+    the words to decide. headset-bargein-11, its real audio through the
+    real Silero VAD, the caller's words ``late_s`` after they are said: on
+    time, the "okay" said under the agent's question is held at its
+    audio and released on its word; 300 ms late (a recogniser over a
+    network), the caller's first words have come 0.45-0.67 s after their
+    onsets, too late for the hold, and the agent talks through it (held,
+    it would have been silent until the word came: a gap the caller
+    hears). The bid before it is still stopped by its words."""
+    rec = _rec()
+    said = [(t + late_s, s) for t, s in _transcripts(rec, 0.0, 22.0)]
+    okay = rec.backchannels[0]
+    assert okay.text == "okay"
+    ctl = BargeInController(VirtualClock())
+    run = asyncio.run(
+        _adrive(
+            ctl, rec, 0.0, 22.0, agent_text=rec.agent_turns[2].text, agent_at=19.653, said=said
+        )
+    )
+    held = [a for a in run.actions if a[0] >= okay.start]
+    if late_s == 0.0:
+        assert not ctl.words_late
+        assert [a for _, a, _ in held] == [Action.PAUSE, Action.RESUME], held
+    else:
+        assert ctl.words_late and held == [], held
+    # No hold past its words either way: the lag learnt never turns off the
+    # words' own stop (the bid at 9.3 s, agent talking from 8.0 s).
+    ctl2 = BargeInController(VirtualClock())
+    ctl2._word_lag = ctl._word_lag
+    agent = "Sure. Your next order is scheduled for Tuesday morning, and the driver will call."
+    bid = [(t, s) for t, s in said if 8.0 <= t <= 11.0]
+    run2 = asyncio.run(_adrive(ctl2, rec, 8.0, 11.0, agent_text=agent, agent_at=8.0, said=bid))
+    end = run2.first(Action.CONFIRM, Action.STOP)
+    assert end is not None and "sorry" in end[2]
+    assert end[0] <= rec.caller_turns[1].words[0].end + late_s + 0.05
+
+
+def test_word_lag_is_the_median_first_words_after_an_onset() -> None:
+    lag = WordLag()
+    t = 0.0
+    for first_words in (0.3, 0.6, 0.5):
+        assert lag.lag_s is None
+        lag.audio(True, t, True, t + 0.1, t + 0.1)
+        lag.words(t + first_words)
+        lag.words(t + first_words + 0.2)  # the turn's later words time nothing
+        lag.audio(False, t, False, t + 1.0, t + 1.1)
+        t += 5.0
+    assert lag.lag_s == pytest.approx(0.5)
+    # A sound no words came for (a cough) is given up 1.5 s after it ends:
+    # the next sound's words are timed from that one's onset.
+    lag.audio(True, t, True, t + 0.2, t + 0.2)
+    lag.audio(False, t, False, t + 0.2, t + 2.0)
+    lag.audio(True, t + 3.0, True, t + 3.1, t + 3.1)
+    lag.words(t + 3.9)
+    assert sorted(lag._lags) == pytest.approx([0.3, 0.5, 0.6, 0.9])

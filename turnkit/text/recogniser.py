@@ -13,6 +13,11 @@ that writes whole runs has written the latest one yet (``segmented``,
 ``behind``): until it has, the transcript is the turn as it stood before
 that run.
 
+:class:`WordLag` says how long after the caller's speech begins its first
+words arrive (the first word's length plus the recogniser's delay): the
+barge-in controller takes its early hold, which waits for the words, only
+while they come in time for it.
+
 The evidence is two updates with new words inside one run of speech (no
 pause between them), not one update that merely lands while the caller
 speaks: a segment recogniser's words arrive some 0.3-0.6 s after the pause
@@ -28,7 +33,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Literal
 
-__all__ = ["STREAMED_WORDS", "RecogniserKind", "StreamingWatch"]
+__all__ = ["STREAMED_WORDS", "RecogniserKind", "StreamingWatch", "WordLag"]
 
 RecogniserKind = Literal["streaming", "segmented"]
 
@@ -126,3 +131,49 @@ class StreamingWatch:
         for a recogniser that writes only once the VAD stops, the runs
         before."""
         return self._written < self._run
+
+
+# Onsets timed before :class:`WordLag` says how late words come.
+LAG_SAMPLES = 3
+# A sound no words came for within this long after it ended (a cough, a
+# line noise, words the recogniser dropped) times nothing.
+LAG_GIVE_UP_S = 1.5
+
+
+class WordLag:
+    """How long after the caller's speech begins the recogniser's first
+    words for it arrive: the median over their latest onsets (a streaming
+    recogniser on the wire: the first word's length plus its delay; one that
+    writes whole runs: the run plus the model's time). Read where a decision
+    waits for words (the barge-in controller's early hold)."""
+
+    def __init__(self, keep: int = 15) -> None:
+        self._lags: deque[float] = deque(maxlen=keep)
+        self._onset: float | None = None  # the oldest onset no words came for yet
+        self._last_speech: float | None = None
+
+    def audio(self, started: bool, onset: float, speaking: bool, speech_end: float, now: float) -> None:
+        """One VAD verdict: ``started`` confirms speech from ``onset``."""
+        if started and self._onset is None:
+            self._onset = onset
+        if speaking:
+            self._last_speech = speech_end
+        elif (
+            self._onset is not None
+            and self._last_speech is not None
+            and now - self._last_speech > LAG_GIVE_UP_S
+        ):
+            self._onset = None
+
+    def words(self, now: float) -> None:
+        """New words came."""
+        if self._onset is not None:
+            self._lags.append(max(0.0, now - self._onset))
+            self._onset = None
+
+    @property
+    def lag_s(self) -> float | None:
+        """The median lag, once :data:`LAG_SAMPLES` onsets have been timed."""
+        if len(self._lags) < LAG_SAMPLES:
+            return None
+        return float(sorted(self._lags)[len(self._lags) // 2])
