@@ -83,6 +83,9 @@ async def main() -> int:
         stt=args.stt,
         stt_delay_ms=args.stt_delay_ms,
         stt_jitter_ms=args.stt_jitter_ms,
+        # Pipecat's speculation holds the LLM's output: no speech is rendered
+        # before the commit, and the reference replay is told so too.
+        preemptive_tts=False,
     )
     status = 0
     same = total = 0

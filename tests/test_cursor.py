@@ -30,6 +30,8 @@ from turnkit.frames import (
     AgentTextFrame,
     AudioInFrame,
     AudioOutFrame,
+    DraftTextFrame,
+    EndFrame,
     InterruptionFrame,
     LLMTextFrame,
     PlaybackMarkFrame,
@@ -497,6 +499,56 @@ async def test_tts_speaks_each_sentence_once_it_ends_and_nothing_after_an_interr
     assert [[w.text for w in f.words] for f in stamps] == [["Hello", "there."], ["Fine,", "thanks"]]
     # Each reply's words are timed from its own first sample.
     assert all(f.words[0].start < 0.2 for f in stamps)
+
+
+class CountingEspeak(EspeakTTS):
+    """The real espeak-ng TTS, counting what it renders."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renders: list[str] = []
+
+    async def synthesize_words(self, text: str) -> WordTimedAudio:
+        self.renders.append(text)
+        return await super().synthesize_words(text)
+
+
+async def test_a_drafts_first_sentence_is_rendered_ahead_and_heard_only_if_released():
+    """Preemptive TTS: a held draft's text (DraftTextFrame) is rendered ahead,
+    its first sentence only, and nothing of it is pushed; the released
+    reply's first sentence is spoken from that render (no second render),
+    its next sentence rendered as it comes; the draft voided before it is
+    never heard and its render is dropped."""
+    require_espeak()
+    engine = CountingEspeak()
+    tts = TTSProcessor(engine)
+    sink = CollectSink()
+    pipe = Pipeline([tts, sink])
+    await pipe.start()
+    try:
+        await pipe.queue_frame(DraftTextFrame(reply_id=3, text="Sure. Your table"))
+        await pipe.queue_frame(DraftTextFrame(reply_id=4, text="No problem"))
+        await pipe.queue_frame(DraftTextFrame(reply_id=4, text=". I'll check"))
+        await pipe.wait_idle()
+        assert not [f for f in sink.frames if isinstance(f, AgentTextFrame | AudioOutFrame)]
+        await pipe.queue_frame(LLMTextFrame(reply_id=4, text="No problem. I'll check"))
+        await pipe.queue_frame(LLMTextFrame(reply_id=4, text=" now.", final=True))
+        await pipe.queue_frame(EndFrame())
+        await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+    said = [(f.reply_id, f.text) for f in sink.frames if isinstance(f, AgentTextFrame)]
+    assert said == [(4, "No problem."), (4, "I'll check now.")]
+    assert {f.reply_id for f in sink.frames if isinstance(f, AudioOutFrame)} == {4}
+    assert tts.prerendered == 1 and tts.rendered == 2
+    # The first sentence rendered once, ahead; the voided draft's (if its
+    # render got that far) never pushed.
+    assert engine.renders.count("No problem.") == 1 and "I'll check now." in engine.renders
+    stamps = [f for f in sink.frames if isinstance(f, WordTimestampsFrame)]
+    assert [[w.text for w in f.words] for f in stamps] == [
+        ["No", "problem."],
+        ["I'll", "check", "now."],
+    ]
 
 
 async def test_audio_rendered_after_a_stop_is_not_played():

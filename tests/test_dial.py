@@ -714,6 +714,7 @@ def test_the_median_prediction_feeds_the_agents_stages_as_each_turn_does() -> No
         "stt_delay_ms": 120.0,
         "stt": "streaming",
         "draft_hold": False,
+        "preemptive_tts": False,  # the example agent is Pipecat's: TTS at the commit
         "eager": False,
         "count_compute": False,
     }

@@ -2,11 +2,16 @@
 due within that time drafts first (``DraftParams.first_token_ms``, read by
 the detector the drafter is attached to): replies come as soon as before,
 callers who go on inside that time are not cut off, and turns that wait
-long get their draft."""
+long get their draft. Where the host renders the draft's speech before the
+commit (preemptive TTS: ``DraftParams.first_audio_ms``), the commit waits
+for the draft's first audio instead."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
+from conftest import load_script
 
 from turnkit.clock import VirtualClock
 from turnkit.detectors.registry import create_detector
@@ -104,3 +109,60 @@ async def test_a_learning_drafter_holds_for_the_engines_measured_first_tokens() 
         EagerDrafter(clock, DraftParams(first_token_ms=350, learn_first_token=True)).first_token_ms
         == 350.0
     )
+
+
+async def test_with_preemptive_tts_the_commit_waits_for_the_drafts_first_audio() -> None:
+    """``first_audio_ms``: the hold (and the "draft first" lead) is the first
+    token plus the TTS's time to first audio; without a first-token time,
+    still none."""
+    clock = VirtualClock()
+    det = create_detector("fused", clock)
+    drafter = EagerDrafter(clock, DraftParams(first_token_ms=350, first_audio_ms=150))
+    det.attach_drafter(drafter)
+    ep = det.endpointing
+    assert drafter.hold_ms == 500.0
+    await det.on_transcript(TranscriptFrame(at=0.0, text="a table for two", spoken_until=0.0))
+    assert drafter.on_eager("a table for two") is not None
+    assert drafter.ready_at("a table for two") == 0.5
+    assert ep._draft_holds(0.499) and not ep._draft_holds(0.501)
+    drafter.on_end("a table for two")
+    assert ep._commit_due(500.0) and not ep._commit_due(501.0)
+    assert EagerDrafter(clock, DraftParams(first_audio_ms=150)).hold_ms == 0.0
+
+
+rv = load_script("realcall_variants")
+
+
+@pytest.mark.parametrize(
+    ("call", "turn", "gap"),
+    [
+        # "Hi, I want to book a flight to Boston for next Friday." 0.45 s "From Chicago, ..."
+        ("travel-natural-16", 0, 0.45),
+        # "It's March March twelfth nineteen eighty four." 0.5 s "The uh the blood pressure ..."
+        ("pharmacy-natural-17", 1, 0.5),
+    ],
+)
+async def test_a_pause_between_sentences_the_drafts_audio_outlasts_is_not_cut(
+    tmp_path: Path, call: str, turn: int, gap: float
+) -> None:
+    """Two of the caller's sentences joined by a pause of 0.45-0.5 s (real
+    pauses inside a turn: p90 0.45 s): the first reads finished, its draft
+    starts at once, and the commit waited for the draft's first token (~0.38
+    s of silence) cut the caller off. With the draft's speech rendered
+    before the commit (`turnkit replay`'s default, --preemptive-tts), the
+    commit waits for its first audio, ~0.15 s more, the caller goes on
+    first, and the whole turn is answered no later than one frame after."""
+    src = rv.long_turn(rv.Call.load(CORPUS / call), turn, 2, [gap])
+    src.meta["id"] = f"{call}-gap{gap}"
+    src.save(tmp_path / "call")
+    rec = load_recording(tmp_path / "call")
+    tts_at_commit = await replay_call(
+        rec, "fused", ReplayConfig(compute="fixed", preemptive_tts=False)
+    )
+    preemptive = await replay_call(rec, "fused", ReplayConfig(compute="fixed"))
+    assert tts_at_commit.turns[turn].interrupted
+    after = preemptive.turns[turn]
+    assert not after.interrupted and not after.missed
+    before = tts_at_commit.turns[turn].response_ms
+    assert after.response_ms is not None and before is not None
+    assert after.response_ms <= before + 32

@@ -309,7 +309,9 @@ def test_a_voice_behind_the_caller_voids_no_draft(source: str, snr: float, tmp_p
     VAD hears speech, the recogniser writes no word of it. The draft still
     answers the caller's words, and the end on those words uses it. Voided
     on that sound, internet-natural-14-talk20 lost 3 of its 5 drafts and
-    answered its second turn in 1670 ms instead of 936 ms."""
+    answered its second turn in 1670 ms instead of 936 ms. (A draft the
+    caller's own next words void is voided: with the commit held for the
+    draft's first audio, pharmacy-natural-17-talk15's third turn has one.)"""
     call = rv.background(rv.Call.load(RECORDINGS / source), "talk", snr)
     rec = _save(call, tmp_path / "call", f"{source}-talk{snr:.0f}")
     agents: list[SimulatedAgent] = []
@@ -319,7 +321,8 @@ def test_a_voice_behind_the_caller_voids_no_draft(source: str, snr: float, tmp_p
     drafter = agents[0].responder.drafter
     assert drafter is not None
     st = drafter.stats
-    assert st.started >= 2 and st.cancelled == 0 and st.used == st.started, st
+    assert st.used >= 2 and set(st.cancel_reasons) <= {"words changed"}, st
+    assert st.cancelled <= 1, st
     assert not [t.turn for t in score.turns if t.missed]
 
 

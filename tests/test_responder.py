@@ -29,7 +29,9 @@ from turnkit.fillers import FillerBank, FillerScheduler
 from turnkit.frames import (
     REPLY_CANCELLED,
     AgentAudioStartedFrame,
+    AgentTextFrame,
     AudioOutFrame,
+    DraftTextFrame,
     EndFrame,
     InterruptionFrame,
     LLMTextFrame,
@@ -41,7 +43,8 @@ from turnkit.frames import (
 )
 from turnkit.llm.client import ChatClient
 from turnkit.pipeline import CollectSink, Pipeline
-from turnkit.tts import EspeakTTS
+from turnkit.tts import EspeakTTS, TTSProcessor
+from turnkit.tts.processor import _SENTENCE_END
 
 ASK = "can i book a table for two at eight tonight"
 
@@ -189,6 +192,66 @@ async def test_responder_processor_in_a_pipeline(engine: str) -> None:
     assert texts[-1].final and sum(f.final for f in texts) == 1
     assert proc.responder.stats.requests == 1 and proc.responder.stats.drafts_used == 1
     assert proc.responder.pending_tasks == 0
+
+
+async def test_a_held_drafts_speech_is_rendered_before_the_turn_is_confirmed(engine: str) -> None:
+    """Preemptive TTS through turnkit's pipeline on the real engine and
+    espeak-ng: the Responder's held draft goes to the TTS as DraftTextFrames
+    (none after its release), the TTS renders its first sentence while the
+    turn is unconfirmed and pushes nothing, and the released reply's first
+    sentence is spoken from that render."""
+    require_espeak()
+    clock = RealClock()
+    client = ChatClient(engine, first_token_timeout_s=30)
+    proc = ResponderProcessor(
+        lambda emit: Responder(
+            client,
+            clock,
+            emit=emit,
+            drafter=EagerDrafter(clock),
+            params=ResponderParams(max_tokens=24, temperature=0.0),
+        )
+    )
+    seen: list[DraftTextFrame | LLMTextFrame] = []
+
+    class Tap(TTSProcessor):
+        async def process_frame(self, frame, direction):  # type: ignore[no-untyped-def]
+            if isinstance(frame, DraftTextFrame | LLMTextFrame):
+                seen.append(frame)
+            await super().process_frame(frame, direction)
+
+    tts = Tap(EspeakTTS())
+    sink = CollectSink()
+    pipe = Pipeline([proc, tts, sink])
+    await pipe.start()
+    try:
+        await pipe.queue_frame(TranscriptFrame(text=ASK, is_final=True))
+        await pipe.queue_frame(TurnEagerFrame())
+        # The draft's first sentence is rendered (or its whole text, if it
+        # has no sentence end) while the turn is still unconfirmed.
+        await until(
+            lambda: any(d.render is not None and d.render.done() for d in tts._drafts.values())
+        )
+        assert not [f for f in sink.frames if isinstance(f, AgentTextFrame | AudioOutFrame)]
+        await pipe.queue_frame(TurnEndFrame())
+        await until(lambda: any(isinstance(f, LLMTextFrame) and f.final for f in seen))
+        await pipe.queue_frame(EndFrame())
+        await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+        await client.aclose()
+    drafts = [f for f in seen if isinstance(f, DraftTextFrame)]
+    texts = [f for f in seen if isinstance(f, LLMTextFrame)]
+    assert drafts and {f.reply_id for f in drafts} == {texts[0].reply_id}
+    # Held text only: every draft frame came before the reply's text did.
+    assert seen.index(texts[0]) > seen.index(drafts[-1])
+    reply = "".join(f.text for f in texts)
+    held = "".join(f.text for f in drafts)
+    assert held and reply.startswith(held)  # the same tokens, held then released
+    assert proc.responder.stats.drafts_used == 1 and tts.prerendered == 1
+    said = [f.text for f in sink.frames if isinstance(f, AgentTextFrame)]
+    m = _SENTENCE_END.search(reply)
+    assert said and said[0] == " ".join((reply[: m.end()] if m else reply).split())
 
 
 async def _finish_on_reply(pipe: Pipeline, sink: CollectSink, reply_id: int | None = None) -> None:

@@ -31,6 +31,7 @@ __all__ = [
     "AudioOutFrame",
     "CancelFrame",
     "DataFrame",
+    "DraftTextFrame",
     "EndFrame",
     "Frame",
     "InterruptionFrame",
@@ -254,6 +255,19 @@ class LLMTextFrame(DataFrame):
     text: str = ""
     final: bool = False
     apology: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class DraftTextFrame(DataFrame):
+    """A held draft's text, as the engine writes it, before its turn is
+    confirmed: for a TTS to render ahead (preemptive TTS), never to play.
+    The same text comes again as :class:`LLMTextFrame` if the draft is
+    released; a draft voided never comes (``final``: the draft's text is
+    all here)."""
+
+    reply_id: int = 0
+    text: str = ""
+    final: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

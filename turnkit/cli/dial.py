@@ -305,6 +305,9 @@ def _predict_and_compare(
         # token as it learns it live (FirstTokenObserver): so does the
         # prediction, given the LLM's first-token figure (see _fed_config).
         draft_hold=draft_hold,
+        # Pipecat renders no speech before the commit (its speculation
+        # holds the LLM's output): neither does the prediction.
+        preemptive_tts=False,
     )
     if stages is not None:
         base = _fed_config(base, stages) or base
@@ -377,6 +380,7 @@ def _predict_and_compare(
             "stt_delay_ms": base.stt_delay_ms,
             "stt": stt_mode,
             "draft_hold": base.draft_hold,
+            "preemptive_tts": base.preemptive_tts,
             "eager": base.eager,
             "count_compute": base.count_compute,
         },

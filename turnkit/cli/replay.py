@@ -42,6 +42,7 @@ _OPTION_OF = {
     "seed": "--seed",
     "eager": "--eager",
     "draft_hold": "--draft-hold",
+    "preemptive_tts": "--preemptive-tts",
     "compute": "--compute",
     "filters": "--no-filters",
     "llm_url": "--llm-url",
@@ -165,6 +166,16 @@ def replay(
             "the wait puts them, as Pipecat's and LiveKit's own drafting do)"
         ),
     ] = True,
+    preemptive_tts: Annotated[
+        bool,
+        typer.Option(
+            help="with --eager: a held draft's first sentence is rendered before the commit "
+            "(turnkit's TTSProcessor, LiveKit's preemptive_tts): a used draft's audio is ready "
+            "the TTS's time after its first token, and the commit waits for it, not for the "
+            "first token alone: as soon, fewer callers cut off (--no-preemptive-tts: the TTS "
+            "starts at the commit, as in Pipecat)"
+        ),
+    ] = True,
     compute: Annotated[
         str,
         typer.Option(
@@ -267,6 +278,7 @@ def replay(
             seed=seed,
             eager=eager,
             draft_hold=draft_hold,
+            preemptive_tts=preemptive_tts,
             compute=compute,
             filters=not no_filters,
             llm_url=llm_url,
@@ -397,7 +409,14 @@ def replay(
             warnings.append({"path": None, "detector": r["detector"], "warning": note})
 
     _print_results(
-        results, len(calls), len(failed), elapsed, n_workers, config.eager, config.draft_hold
+        results,
+        len(calls),
+        len(failed),
+        elapsed,
+        n_workers,
+        config.eager,
+        config.draft_hold,
+        config.preemptive_tts,
     )
     _print_subsets(results)
     _print_drafting(results)
@@ -572,12 +591,15 @@ def _print_results(
     workers: int,
     eager: bool = True,
     draft_hold: bool = True,
+    preemptive_tts: bool = True,
 ) -> None:
     # Whether replies were drafted moves every response figure by ~100 ms:
     # say which agent these are (and, per detector, what it cost in requests).
     drafts = "replies drafted on eager signals" if eager else "no drafts (--no-eager)"
     if eager and not draft_hold:
         drafts += ", commits not held for them (--no-draft-hold)"
+    if eager and not preemptive_tts:
+        drafts += ", TTS from the commit (--no-preemptive-tts)"
     table = Table(
         title=f"turnkit replay — {n_calls - n_failed}/{n_calls} calls, {workers} workers, "
         f"{elapsed:.1f} s, {drafts}",

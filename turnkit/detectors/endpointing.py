@@ -1241,22 +1241,23 @@ class Endpointing:
         ]
 
     def _draft_holds(self, now: float) -> bool:
-        """A draft is out and has no first token yet: a commit now would
-        bring the reply no sooner (its words come when they come), while a
-        caller going on before then would be cut off. So the commit waits
-        for it (a longer wait of the policy's stands)."""
+        """A draft is out and has no first token yet (no first audio, with
+        preemptive TTS): a commit now would bring the reply no sooner (its
+        words come when they come), while a caller going on before then
+        would be cut off. So the commit waits for it (a longer wait of the
+        policy's stands)."""
         ready = self.drafts.ready_at(self.turn_text()) if self.drafts is not None else None
         return ready is not None and now < ready - 1e-9
 
     def _commit_due(self, left_ms: float) -> bool:
-        """The wait ends within a draft's time to its first token: a draft
+        """The wait ends within a draft's time to its first token (audio): a draft
         sent now only brings that reply sooner (and one the caller talks
         over is dropped), so the pause sends its eager signal."""
         if self.drafts is None or not self.turn_text():
             return False
         if self.drafts.ready_at(self.turn_text()) is not None:
             return False  # a draft for these words is out (kept through a sound)
-        lead = self.drafts.first_token_ms
+        lead = self.drafts.hold_ms
         return lead > 0.0 and left_ms <= lead + 1e-6
 
     def _commit(

@@ -33,7 +33,13 @@ confirmed turn may use it:
   (``detector.attach_drafter``) commits a pause with a draft out no sooner —
   a commit before then brings the reply no sooner, while a caller who goes
   on inside it is cut off — and sends an eager signal whenever its wait
-  would end within that time of now (the draft then only speeds the reply).
+  would end within that time of now (the draft then only speeds the reply);
+* a draft's **first audio**: where the host also renders the draft's speech
+  before the commit (preemptive TTS: turnkit's ``TTSProcessor`` renders a
+  held draft's first sentence, LiveKit's ``preemptive_tts``),
+  ``first_audio_ms`` (the TTS's time from the text to its first audio) is
+  added to the hold: the reply's audio is ready then whenever the commit
+  comes, so a commit before it brings the reply no sooner either.
 
 The drafter holds no tokens and plays nothing: hosts do (the replay's agent,
 a Pipecat or LiveKit plugin); by default a draft's tokens are held, not
@@ -82,6 +88,15 @@ class DraftParams(BaseModel):
         allow_inf_nan=False,
         description="how long the engine takes to a draft's first token (its TTFT, the low "
         "end): the attached detector commits no sooner after a draft starts; 0: it does not wait",
+    )
+    first_audio_ms: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="with preemptive TTS (the host renders a held draft's first sentence "
+        "before the commit): the TTS's time from the text to its first audio, added to the "
+        "first token's: the commit waits for the draft's first audio; 0: the TTS starts at "
+        "the commit (Pipecat), the commit waits for the first token only",
     )
     learn_first_token: bool = Field(
         False,
@@ -134,6 +149,14 @@ class EagerDrafter:
             return min(self._first_tokens)
         return self.params.first_token_ms
 
+    @property
+    def hold_ms(self) -> float:
+        """How long after a draft starts its reply could first be heard: its
+        first token, plus ``first_audio_ms`` where the host renders the
+        draft's speech before the commit; 0 without ``first_token_ms``."""
+        lead = self.first_token_ms
+        return lead + self.params.first_audio_ms if lead > 0.0 else 0.0
+
     def on_first_token(self, ms: float) -> None:
         """A request's measured time from its start to its first token (what
         a ``learn_first_token`` drafter holds commits for)."""
@@ -175,12 +198,13 @@ class EagerDrafter:
         return self.current
 
     def ready_at(self, text: str | None = None) -> float | None:
-        """When the running draft will have its first token (clock time);
-        None without a running draft or ``first_token_ms``, or when the
+        """When the running draft will have its first token (clock time;
+        its first audio with ``first_audio_ms``: preemptive TTS); None
+        without a running draft or ``first_token_ms``, or when the
         draft does not answer ``text`` (the words a commit now would end the
         turn on: a draft for other words is void, whether or not the host
         has told the drafter yet)."""
-        d, lead = self.current, self.first_token_ms
+        d, lead = self.current, self.hold_ms
         if d is None or d.state != "running" or lead <= 0.0:
             return None
         if text is not None and normalize_text(text) != d.text:

@@ -10,6 +10,9 @@ and the tool gate's answers:
   may allow a draft; its request starts now with a
   :class:`~turnkit.drafting.tools.DraftContext`, and its tokens are *held*
   (queued, not emitted). Read tools run inside it; writes are deferred.
+  With ``emit_draft`` each held token also goes out as a
+  :class:`~turnkit.frames.DraftTextFrame`, for a TTS to render ahead
+  (preemptive TTS); nothing of it plays unless the draft is released.
 * **The caller goes on** (``on_transcript`` with other words): the drafter
   voids the draft; its stream is closed (the engine aborts the request) and
   the gate discards it (none of its writes ever run). Sound without new
@@ -106,6 +109,7 @@ from turnkit.frames import (
     AgentAudioStartedFrame,
     AgentAudioStoppedFrame,
     CancelFrame,
+    DraftTextFrame,
     EndFrame,
     Frame,
     InterruptionFrame,
@@ -133,6 +137,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Emit = Callable[[LLMTextFrame], Awaitable[None] | None]
+EmitDraft = Callable[[DraftTextFrame], Awaitable[None] | None]
 STATS_KEEP = 1000  # per-request samples kept in ResponderStats
 
 
@@ -282,10 +287,12 @@ class Responder:
         fillers: FillerScheduler | None = None,
         params: ResponderParams | None = None,
         cursor: PlaybackCursor | None = None,
+        emit_draft: EmitDraft | None = None,
     ) -> None:
         self.client = client
         self.clock = clock
         self.emit = emit
+        self.emit_draft = emit_draft
         self.drafter = drafter
         self.gate = gate
         self.fillers = fillers
@@ -690,6 +697,17 @@ class Responder:
             rounds += 1
             await self._run_tools(req, tool_calls)
         await req.out.put(LLMTextFrame(at=self.clock.now(), reply_id=req.reply_id, final=True))
+        await self._draft_text(req, "", final=True)
+
+    async def _draft_text(self, req: _Request, text: str, final: bool = False) -> None:
+        """A held draft's text, out for a TTS to render ahead (``emit_draft``)."""
+        if self.emit_draft is None or req.released.is_set() or req.draft is None:
+            return
+        out = self.emit_draft(
+            DraftTextFrame(at=self.clock.now(), reply_id=req.reply_id, text=text, final=final)
+        )
+        if inspect.isawaitable(out):
+            await out
 
     async def _stream_once(self, req: _Request) -> list[Any]:
         tools = self.gate.specs() if self.gate is not None and self.gate.tools else None
@@ -706,6 +724,7 @@ class Responder:
                 await req.out.put(
                     LLMTextFrame(at=self.clock.now(), reply_id=req.reply_id, text=delta)
                 )
+                await self._draft_text(req, delta)
         if stream.ttft_ms is not None:
             self.stats.ttft_ms.append(stream.ttft_ms)
             if self.drafter is not None:
@@ -890,11 +909,15 @@ class ResponderFrames:
 class ResponderProcessor(FrameProcessor):
     """Hosts a :class:`Responder` in turnkit's pipeline: turn signals,
     transcripts, VAD starts and interruptions in (:class:`ResponderFrames`);
-    :class:`LLMTextFrame` out (downstream, towards the TTS)."""
+    :class:`LLMTextFrame` out (downstream, towards the TTS), and a held
+    draft's text as :class:`DraftTextFrame` for the TTS to render ahead."""
 
     def __init__(self, responder_factory: Callable[[Emit], Responder]) -> None:
         super().__init__("Responder")
         self.responder = responder_factory(self._emit)
+        if self.responder.emit_draft is None:
+            # A held draft's text goes on to the TTS, which renders ahead.
+            self.responder.emit_draft = self._emit_draft
         self.frames = ResponderFrames(self.responder)
 
     @property
@@ -903,6 +926,9 @@ class ResponderProcessor(FrameProcessor):
         return self.frames.text
 
     async def _emit(self, frame: LLMTextFrame) -> None:
+        await self.push_frame(frame)
+
+    async def _emit_draft(self, frame: DraftTextFrame) -> None:
         await self.push_frame(frame)
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:

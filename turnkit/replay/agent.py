@@ -119,9 +119,14 @@ class SimulatedAgent(FrameProcessor):
         rng: random.Random,
         count_compute: bool = True,
         cursor: PlaybackCursor | None = None,
+        preemptive_tts: bool = False,
     ) -> None:
         super().__init__()
         self.clock = clock
+        # A held draft's first sentence is rendered before the commit
+        # (turnkit's TTSProcessor, LiveKit's preemptive_tts): a used draft's
+        # audio is ready its TTS time after its first token, commit or not.
+        self.preemptive_tts = preemptive_tts
         self.planner = planner
         self.barge_in = barge_in
         self.engine = engine
@@ -354,11 +359,16 @@ class SimulatedAgent(FrameProcessor):
         # Held tokens of a draft came earlier (frame.at is when the engine
         # produced them); nothing plays before the decision is known.
         llm_ready = max(reply.decided_at, frame.at)
+        tts = self.tts_ttfb.sample(self.rng) / 1000
+        due = llm_ready + tts
         draft = self._drafts.pop(reply.id, None)
         if reply.drafted and draft is not None:
+            if self.preemptive_tts:
+                due = max(reply.decided_at, frame.at + tts)
             # A fresh request would have taken as long as the draft's did.
-            reply.saved_ms = (reply.decided_at + (frame.at - draft.sent_at) - llm_ready) * 1000
-        self._schedule(reply, llm_ready + self.tts_ttfb.sample(self.rng) / 1000)
+            fresh = reply.decided_at + (frame.at - draft.sent_at) + tts
+            reply.saved_ms = (fresh - due) * 1000
+        self._schedule(reply, due)
 
     async def on_filler_audio(self, frame: AudioOutFrame) -> None:
         """A filler line's frame (a slow tool in the released reply): the

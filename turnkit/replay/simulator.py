@@ -140,6 +140,14 @@ class ReplayConfig(BaseModel):
         "commits where the wait puts them, as Pipecat's speculation and LiveKit's preemptive "
         "generation do",
     )
+    preemptive_tts: bool = Field(
+        True,
+        description="with eager: a held draft's first sentence is rendered before the commit "
+        "(turnkit's TTSProcessor, LiveKit's preemptive_tts), so a used draft's audio is ready "
+        "the TTS's time after its first token whenever the commit comes, and with draft_hold "
+        "a commit waits for that audio (the TTS TTFB's 5th percentile more); False: the TTS "
+        "starts at the commit, as in Pipecat",
+    )
     filters: bool = Field(
         True, description="barge-in echo + acknowledgement filters (False: raw VAD baseline)"
     )
@@ -382,6 +390,7 @@ async def replay_agent(
         rng,
         count_compute=count_compute,
         cursor=cursor,
+        preemptive_tts=config.eager and config.preemptive_tts,
     )
     tool_gate = fillers = figures = None
     if rec.tool_calls:
@@ -395,14 +404,18 @@ async def replay_agent(
         emit=agent.on_llm_text,
         system_prompt=SYSTEM_PROMPT,
         # The drafter knows the engine's first-token time (its low end), as
-        # a drafting host tells it: commits wait for a draft's first token.
+        # a drafting host tells it: commits wait for a draft's first token,
+        # or its first audio where the TTS renders the draft ahead.
         drafter=EagerDrafter(
             clock,
             # (A live engine's first tokens are its own, unknown here: no hold.)
             DraftParams(
                 first_token_ms=LatencyModel.parse(config.llm_ttft_ms).percentile(0.05)
                 if config.draft_hold and config.llm_url is None
-                else 0.0
+                else 0.0,
+                first_audio_ms=LatencyModel.parse(config.tts_ttfb_ms).percentile(0.05)
+                if config.preemptive_tts
+                else 0.0,
             ),
         )
         if config.eager

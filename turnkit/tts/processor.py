@@ -33,6 +33,18 @@ per sentence:
 The output turns these into :class:`~turnkit.frames.PlaybackMarkFrame` s as
 the samples actually play; the cursor maps marks to words heard.
 
+**Preemptive TTS.** A held draft's text (:class:`~turnkit.frames.DraftTextFrame`,
+from the Responder before its turn is confirmed) is rendered ahead, its
+first sentence only, in the background, and nothing of it is pushed: if the
+draft is released, its first sentence comes again as reply text and is
+spoken from that render (``prerendered`` counts them), so the reply's first
+audio is out as soon as its text is, instead of a render later; a draft
+voided is dropped unheard (renders of replies older than a released one,
+and all but the latest ``MAX_DRAFTS``). Set the drafter's
+``DraftParams(first_audio_ms=...)`` to this TTS's time to first audio: the
+detector then holds a commit until the draft could be heard, at no cost in
+latency (a caller who goes on inside that time is not cut off).
+
 It decides what audio a reply's text becomes and where its words lie; not
 whether it plays. An :class:`~turnkit.frames.InterruptionFrame` (either
 direction) ends every reply seen so far: their unspoken text is dropped and
@@ -47,16 +59,27 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from turnkit.audio.wav import resample
 from turnkit.barge_in.cursor import WordTimestampsFrame
 from turnkit.clock import Clock
-from turnkit.frames import AgentTextFrame, AudioOutFrame, Frame, InterruptionFrame, LLMTextFrame
+from turnkit.frames import (
+    AgentTextFrame,
+    AudioOutFrame,
+    CancelFrame,
+    DraftTextFrame,
+    EndFrame,
+    Frame,
+    InterruptionFrame,
+    LLMTextFrame,
+)
 from turnkit.frames import Word as TimedWord
 from turnkit.pipeline import FrameDirection, FrameProcessor
 from turnkit.tts.base import TTS, TTSError, WordTimedTTS
@@ -69,11 +92,29 @@ log = logging.getLogger(__name__)
 _SENTENCE_END = re.compile(r"[.!?…]+[\"')\]»”’]*\s+")
 
 
+# Drafts whose first sentence is kept rendered: a turn has at most three
+# (DraftParams.max_drafts), and only the latest can still be released.
+MAX_DRAFTS = 3
+
+_Render = tuple[np.ndarray, int, list[Any]]  # audio, its rate, the engine's word times
+
+
 @dataclass(slots=True)
 class _Reply:
     pending: str = ""  # text not yet spoken
     text: str = ""  # text spoken so far (sentences joined by one space)
     audio_s: float = 0.0  # audio pushed so far
+
+
+@dataclass(slots=True)
+class _Draft:
+    pending: str = ""  # the draft's text so far, until its first sentence ends
+    sentence: str = ""  # its first sentence, once rendering
+    render: asyncio.Task[_Render | None] | None = None
+
+
+def _clean(sentence: str) -> str:
+    return " ".join(sentence.split())
 
 
 class TTSProcessor(FrameProcessor):
@@ -102,19 +143,67 @@ class TTSProcessor(FrameProcessor):
         self.word_timings = word_timings and isinstance(tts, WordTimedTTS)
         self.rendered = 0
         self.failed = 0
+        self.prerendered = 0  # first sentences spoken from a draft's render
         self._replies: dict[int, _Reply] = {}
         self._dead: set[int] = set()
+        self._drafts: dict[int, _Draft] = {}
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         if isinstance(frame, LLMTextFrame) and direction is FrameDirection.DOWNSTREAM:
             await self._on_text(frame)
             return
+        if isinstance(frame, DraftTextFrame):
+            self._on_draft(frame)
+            return
+        if isinstance(frame, EndFrame | CancelFrame):
+            for rid in list(self._drafts):
+                self._drop_draft(rid)
         if isinstance(frame, InterruptionFrame):
             # Every reply seen so far is over: nothing more of it is spoken.
             for rid in self._replies:
                 self._end(rid)
             self._replies.clear()
         await self.push_frame(frame, direction)
+
+    def _on_draft(self, frame: DraftTextFrame) -> None:
+        """A held draft's text: render its first sentence ahead, push nothing."""
+        rid = frame.reply_id
+        if rid in self._dead or rid in self._replies:
+            return
+        draft = self._drafts.get(rid)
+        if draft is None:
+            draft = self._drafts[rid] = _Draft()
+            for old in sorted(self._drafts)[:-MAX_DRAFTS]:
+                self._drop_draft(old)
+        if draft.render is not None:
+            return
+        draft.pending += frame.text
+        m = _SENTENCE_END.search(draft.pending)
+        sentence = draft.pending[: m.end()] if m is not None else draft.pending
+        if (m is not None or frame.final) and re.search(r"\w", sentence):
+            draft.sentence = _clean(sentence)
+            draft.render = asyncio.create_task(self._render(rid, draft.sentence))
+
+    def _drop_draft(self, rid: int) -> None:
+        draft = self._drafts.pop(rid, None)
+        if draft is not None and draft.render is not None:
+            draft.render.cancel()
+
+    async def _prerendered(self, rid: int, sentence: str) -> _Render | None:
+        """The draft's render of ``sentence`` if this reply was that draft
+        and this is its first sentence; drafts older than it are void."""
+        for older in [k for k in self._drafts if k < rid]:
+            self._drop_draft(older)
+        draft = self._drafts.pop(rid, None)
+        if draft is None or draft.render is None:
+            return None
+        if draft.sentence != sentence:
+            draft.render.cancel()
+            return None
+        done = await draft.render
+        if done is not None:
+            self.prerendered += 1
+        return done
 
     async def _on_text(self, frame: LLMTextFrame) -> None:
         rid = frame.reply_id
@@ -139,20 +228,30 @@ class TTSProcessor(FrameProcessor):
         if len(self._dead) > 256:  # reply ids only grow: the oldest go
             self._dead.discard(min(self._dead))
 
-    async def _speak(self, rid: int, reply: _Reply, sentence: str) -> None:
-        sentence = " ".join(sentence.split())
-        if not sentence or not re.search(r"\w", sentence):
-            return
+    async def _render(self, rid: int, sentence: str) -> _Render | None:
+        """One sentence's audio, its rate and word timings (None: the engine
+        failed; a draft's failure is not counted, its reply renders again)."""
         try:
             if self.word_timings:
                 timed = await self.tts.synthesize_words(sentence)  # type: ignore[attr-defined]
-                audio, rate, words = timed.audio, timed.sample_rate, list(timed.words)
-            else:
-                audio, rate, words = await self.tts.synthesize(sentence), self.tts.sample_rate, []
+                return timed.audio, timed.sample_rate, list(timed.words)
+            return await self.tts.synthesize(sentence), self.tts.sample_rate, []
         except (TTSError, ValueError) as exc:
-            self.failed += 1
-            log.warning("TTS failed for reply %d (%r): %s", rid, sentence[:40], exc)
+            if rid in self._replies:
+                self.failed += 1
+                log.warning("TTS failed for reply %d (%r): %s", rid, sentence[:40], exc)
+            return None
+
+    async def _speak(self, rid: int, reply: _Reply, sentence: str) -> None:
+        sentence = _clean(sentence)
+        if not sentence or not re.search(r"\w", sentence):
             return
+        done = await self._prerendered(rid, sentence) if not reply.text else None
+        if done is None:
+            done = await self._render(rid, sentence)
+        if done is None:
+            return
+        audio, rate, words = done
         if rid in self._dead:  # interrupted while it rendered
             return
         audio = resample(np.asarray(audio, np.float32), int(rate), self.sample_rate)

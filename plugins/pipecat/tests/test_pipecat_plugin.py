@@ -192,7 +192,7 @@ async def test_replay_in_pipecat_agrees_on_barge_in_calls_with_filters() -> None
     """Calls with echo, backchannels and barge-ins, with turnkit replay's
     echo + acknowledgement filters and the fused detector (model cost left
     out: it is wall time, different in any two runs): the same turns."""
-    config = ReplayConfig(count_compute=False)
+    config = ReplayConfig(count_compute=False, preemptive_tts=False)
     for name in ("account-bargein-07", "travel-hard-09"):
         rec = load_recording(CORPUS / name)
         got = await replay_in_pipecat(rec, "fused", config)

@@ -14,7 +14,7 @@ Pipecat's.
 
 Example::
 
-    score = await replay_in_pipecat(load_recording(path), "fused", ReplayConfig())
+    score = await replay_in_pipecat(load_recording(path), "fused", ReplayConfig(preemptive_tts=False))
     for turn in score.turns:
         print(turn.turn, turn.response_ms)
 """
@@ -388,8 +388,10 @@ async def replay_in_pipecat(
     drafting: bool = False,
 ) -> CallScore:
     """Replay one call through Pipecat's user aggregator with the turnkit
-    strategies and score it exactly as ``turnkit replay`` does."""
-    config = config or ReplayConfig()
+    strategies and score it exactly as ``turnkit replay`` does. The default
+    configuration is ``turnkit replay``'s but ``preemptive_tts``: Pipecat's
+    speculation holds the LLM's output, so its TTS starts at the commit."""
+    config = config or ReplayConfig(preemptive_tts=False)
     t0 = time.perf_counter()
     engine = TurnkitTurnEngine(
         detector_spec,
