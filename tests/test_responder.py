@@ -162,18 +162,23 @@ async def test_changed_words_at_confirmation_mean_a_fresh_request(engine: str) -
     await r.client.aclose()
 
 
-async def test_responder_processor_in_a_pipeline(engine: str) -> None:
-    clock = RealClock()
-    client = ChatClient(engine, first_token_timeout_s=30)
-    proc = ResponderProcessor(
+def _drafting_processor(client: ChatClient, clock: RealClock, max_tokens: int) -> ResponderProcessor:
+    """A greedy Responder with an eager drafter, hosted in the pipeline."""
+    return ResponderProcessor(
         lambda emit: Responder(
             client,
             clock,
             emit=emit,
             drafter=EagerDrafter(clock),
-            params=ResponderParams(max_tokens=16, temperature=0.0),
+            params=ResponderParams(max_tokens=max_tokens, temperature=0.0),
         )
     )
+
+
+async def test_responder_processor_in_a_pipeline(engine: str) -> None:
+    clock = RealClock()
+    client = ChatClient(engine, first_token_timeout_s=30)
+    proc = _drafting_processor(client, clock, max_tokens=16)
     sink = CollectSink()
     pipe = Pipeline([proc, sink])
     await pipe.start()
@@ -203,15 +208,7 @@ async def test_a_held_drafts_speech_is_rendered_before_the_turn_is_confirmed(eng
     require_espeak()
     clock = RealClock()
     client = ChatClient(engine, first_token_timeout_s=30)
-    proc = ResponderProcessor(
-        lambda emit: Responder(
-            client,
-            clock,
-            emit=emit,
-            drafter=EagerDrafter(clock),
-            params=ResponderParams(max_tokens=24, temperature=0.0),
-        )
-    )
+    proc = _drafting_processor(client, clock, max_tokens=24)
     seen: list[DraftTextFrame | LLMTextFrame] = []
 
     class Tap(TTSProcessor):
