@@ -23,6 +23,7 @@ from turnkit.barge_in.history_processor import HistoryTruncator
 from turnkit.barge_in.processors import BargeInProcessor
 from turnkit.barge_in.truncation import TruncationConfig, tokens
 from turnkit.clock import RealClock, VirtualClock
+from turnkit.drafting.drafter import DraftParams, EagerDrafter
 from turnkit.drafting.responder import Responder, ResponderParams, ResponderProcessor
 from turnkit.frames import (
     AgentAudioStartedFrame,
@@ -521,7 +522,10 @@ async def test_a_drafts_first_sentence_is_rendered_ahead_and_heard_only_if_relea
     never heard and its render is dropped."""
     require_espeak()
     engine = CountingEspeak()
-    tts = TTSProcessor(engine)
+    # The drafter learns the TTS's time to a sentence's audio from its renders.
+    drafter = EagerDrafter(VirtualClock(), DraftParams(first_token_ms=350, learn_first_audio=True))
+    assert drafter.hold_ms == 350.0  # none measured yet
+    tts = TTSProcessor(engine, on_render=drafter.on_first_audio)
     sink = CollectSink()
     pipe = Pipeline([tts, sink])
     await pipe.start()
@@ -544,6 +548,7 @@ async def test_a_drafts_first_sentence_is_rendered_ahead_and_heard_only_if_relea
     # The first sentence rendered once, ahead; the voided draft's (if its
     # render got that far) never pushed.
     assert engine.renders.count("No problem.") == 1 and "I'll check now." in engine.renders
+    assert drafter.first_audio_ms > 0.0 and drafter.hold_ms == 350.0 + drafter.first_audio_ms
     stamps = [f for f in sink.frames if isinstance(f, WordTimestampsFrame)]
     assert [[w.text for w in f.words] for f in stamps] == [
         ["No", "problem."],

@@ -128,6 +128,18 @@ async def test_with_preemptive_tts_the_commit_waits_for_the_drafts_first_audio()
     drafter.on_end("a table for two")
     assert ep._commit_due(500.0) and not ep._commit_due(501.0)
     assert EagerDrafter(clock, DraftParams(first_audio_ms=150)).hold_ms == 0.0
+    # learn_first_audio: the lowest of the TTS's measured render times,
+    # the fixed figure until one is measured.
+    learning = EagerDrafter(
+        clock, DraftParams(first_token_ms=350, first_audio_ms=150, learn_first_audio=True)
+    )
+    assert learning.hold_ms == 500.0
+    for ms in (90.0, 40.0, 70.0):
+        learning.on_first_audio(ms)
+    assert learning.first_audio_ms == 40.0 and learning.hold_ms == 390.0
+    fixed = EagerDrafter(clock, DraftParams(first_token_ms=350, first_audio_ms=150))
+    fixed.on_first_audio(40.0)
+    assert fixed.hold_ms == 500.0
 
 
 rv = load_script("realcall_variants")

@@ -98,6 +98,12 @@ class DraftParams(BaseModel):
         "first token's: the commit waits for the draft's first audio; 0: the TTS starts at "
         "the commit (Pipecat), the commit waits for the first token only",
     )
+    learn_first_audio: bool = Field(
+        False,
+        description="use the lowest of the TTS's last measured times to a sentence's audio "
+        "(the host reports them: on_first_audio; turnkit's TTSProcessor does with "
+        "on_render) instead of first_audio_ms, once one is measured",
+    )
     learn_first_token: bool = Field(
         False,
         description="use the lowest of the engine's last measured first tokens (the host "
@@ -139,6 +145,7 @@ class EagerDrafter:
         self._turn_drafts = 0
         self._turn_started_at: float | None = None
         self._first_tokens: deque[float] = deque(maxlen=FIRST_TOKEN_WINDOW)
+        self._first_audio: deque[float] = deque(maxlen=FIRST_TOKEN_WINDOW)
 
     @property
     def first_token_ms(self) -> float:
@@ -150,12 +157,28 @@ class EagerDrafter:
         return self.params.first_token_ms
 
     @property
+    def first_audio_ms(self) -> float:
+        """The TTS's time from a sentence to its audio, added to the hold
+        where the host renders a draft's speech ahead: the lowest measured
+        of late with ``learn_first_audio``, else (and until one is measured)
+        ``params.first_audio_ms``."""
+        if self.params.learn_first_audio and self._first_audio:
+            return min(self._first_audio)
+        return self.params.first_audio_ms
+
+    @property
     def hold_ms(self) -> float:
         """How long after a draft starts its reply could first be heard: its
         first token, plus ``first_audio_ms`` where the host renders the
         draft's speech before the commit; 0 without ``first_token_ms``."""
         lead = self.first_token_ms
-        return lead + self.params.first_audio_ms if lead > 0.0 else 0.0
+        return lead + self.first_audio_ms if lead > 0.0 else 0.0
+
+    def on_first_audio(self, ms: float) -> None:
+        """The TTS's measured time to render a sentence (what a
+        ``learn_first_audio`` drafter adds to its hold)."""
+        if ms >= 0.0 and ms != float("inf"):
+            self._first_audio.append(ms)
 
     def on_first_token(self, ms: float) -> None:
         """A request's measured time from its start to its first token (what

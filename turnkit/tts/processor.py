@@ -40,10 +40,12 @@ draft is released, its first sentence comes again as reply text and is
 spoken from that render (``prerendered`` counts them), so the reply's first
 audio is out as soon as its text is, instead of a render later; a draft
 voided is dropped unheard (renders of replies older than a released one,
-and all but the latest ``MAX_DRAFTS``). Set the drafter's
-``DraftParams(first_audio_ms=...)`` to this TTS's time to first audio: the
-detector then holds a commit until the draft could be heard, at no cost in
-latency (a caller who goes on inside that time is not cut off).
+and all but the latest ``MAX_DRAFTS``). Give the drafter this TTS's time to
+first audio — ``DraftParams(first_audio_ms=...)``, or
+``learn_first_audio=True`` with ``on_render=drafter.on_first_audio`` here
+(each sentence's measured render time) — and the detector holds a commit
+until the draft could be heard, at no cost in latency (a caller who goes on
+inside that time is not cut off).
 
 It decides what audio a reply's text becomes and where its words lie; not
 whether it plays. An :class:`~turnkit.frames.InterruptionFrame` (either
@@ -62,6 +64,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,6 +134,7 @@ class TTSProcessor(FrameProcessor):
         sample_rate: int = 16000,
         frame_s: float = 0.02,
         word_timings: bool = True,
+        on_render: Callable[[float], None] | None = None,
     ) -> None:
         super().__init__()
         if frame_s <= 0:
@@ -144,6 +149,9 @@ class TTSProcessor(FrameProcessor):
         self.rendered = 0
         self.failed = 0
         self.prerendered = 0  # first sentences spoken from a draft's render
+        # Each sentence's render time (wall ms) goes here: a learning
+        # drafter's on_first_audio, for the hold of preemptive TTS.
+        self.on_render = on_render
         self._replies: dict[int, _Reply] = {}
         self._dead: set[int] = set()
         self._drafts: dict[int, _Draft] = {}
@@ -231,16 +239,21 @@ class TTSProcessor(FrameProcessor):
     async def _render(self, rid: int, sentence: str) -> _Render | None:
         """One sentence's audio, its rate and word timings (None: the engine
         failed; a draft's failure is not counted, its reply renders again)."""
+        t0 = time.perf_counter()
         try:
             if self.word_timings:
                 timed = await self.tts.synthesize_words(sentence)  # type: ignore[attr-defined]
-                return timed.audio, timed.sample_rate, list(timed.words)
-            return await self.tts.synthesize(sentence), self.tts.sample_rate, []
+                done: _Render = (timed.audio, timed.sample_rate, list(timed.words))
+            else:
+                done = (await self.tts.synthesize(sentence), self.tts.sample_rate, [])
         except (TTSError, ValueError) as exc:
             if rid in self._replies:
                 self.failed += 1
                 log.warning("TTS failed for reply %d (%r): %s", rid, sentence[:40], exc)
             return None
+        if self.on_render is not None:
+            self.on_render((time.perf_counter() - t0) * 1000)
+        return done
 
     async def _speak(self, rid: int, reply: _Reply, sentence: str) -> None:
         sentence = _clean(sentence)
