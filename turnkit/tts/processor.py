@@ -117,8 +117,10 @@ class _Draft:
     render: asyncio.Task[_Render | None] | None = None
 
 
-def _clean(sentence: str) -> str:
-    return " ".join(sentence.split())
+def _spoken(sentence: str) -> str:
+    """The sentence as rendered (whitespace collapsed), or "" if it has no word to say."""
+    sentence = " ".join(sentence.split())
+    return sentence if re.search(r"\w", sentence) else ""
 
 
 class TTSProcessor(FrameProcessor):
@@ -187,9 +189,10 @@ class TTSProcessor(FrameProcessor):
             return
         draft.pending += frame.text
         m = _SENTENCE_END.search(draft.pending)
-        sentence = draft.pending[: m.end()] if m is not None else draft.pending
-        if (m is not None or frame.final) and re.search(r"\w", sentence):
-            draft.sentence = _clean(sentence)
+        if m is None and not frame.final:
+            return
+        draft.sentence = _spoken(draft.pending[: m.end()] if m is not None else draft.pending)
+        if draft.sentence:
             draft.render = asyncio.create_task(self._render(rid, draft.sentence))
 
     def _drop_draft(self, rid: int) -> None:
@@ -256,8 +259,8 @@ class TTSProcessor(FrameProcessor):
         return done
 
     async def _speak(self, rid: int, reply: _Reply, sentence: str) -> None:
-        sentence = _clean(sentence)
-        if not sentence or not re.search(r"\w", sentence):
+        sentence = _spoken(sentence)
+        if not sentence:
             return
         done = await self._prerendered(rid, sentence) if not reply.text else None
         if done is None:
