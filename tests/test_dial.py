@@ -722,3 +722,8 @@ def test_the_median_prediction_feeds_the_agents_stages_as_each_turn_does() -> No
     assert plain["prediction_config"]["llm_ttft_ms"] == "350"
     assert plain["prediction_config"]["eager"]
     assert plain["prediction_config"]["count_compute"] and plain["prediction_config"]["draft_hold"]
+    assert not plain["prediction_config"]["preemptive_tts"]
+    # An agent that renders its drafts' speech ahead (turnkit's TTSProcessor):
+    # --preemptive-tts predicts it so.
+    ahead = _predict_and_compare([], "fused", "350", "150", 0.0, 5.0, preemptive_tts=True)
+    assert ahead["prediction_config"]["preemptive_tts"]

@@ -108,6 +108,15 @@ def dial(
             "--draft-hold; never with a decision-to-audio figure, which is not a first token"
         ),
     ] = True,
+    preemptive_tts: Annotated[
+        bool,
+        typer.Option(
+            help="prediction: the agent renders a held draft's first sentence before the "
+            "commit and holds the commit for its first audio (turnkit's TTSProcessor; see "
+            "turnkit replay --preemptive-tts). Off by default: the Pipecat example agent's "
+            "speculation holds the LLM's output, so its TTS starts at the commit"
+        ),
+    ] = False,
     timeout_s: Annotated[
         float, typer.Option(help="no reply this long after a turn ends: missed")
     ] = 5.0,
@@ -189,6 +198,7 @@ def dial(
         per_turn_stages=latency_from_agent,
         stt_mode=stt,
         draft_hold=draft_hold,
+        preemptive_tts=preemptive_tts,
         stages=fed,
     )
     report["elapsed_s"] = round(time.perf_counter() - t0, 2)
@@ -280,6 +290,7 @@ def _predict_and_compare(
     per_turn_stages: bool = False,
     stt_mode: str = "streaming",
     draft_hold: bool = True,
+    preemptive_tts: bool = False,
     stages: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Replay each original call (``replay_call``, in-process) and set its
@@ -306,8 +317,9 @@ def _predict_and_compare(
         # prediction, given the LLM's first-token figure (see _fed_config).
         draft_hold=draft_hold,
         # Pipecat renders no speech before the commit (its speculation
-        # holds the LLM's output): neither does the prediction.
-        preemptive_tts=False,
+        # holds the LLM's output): neither does the prediction, unless the
+        # agent does (turnkit's own TTSProcessor).
+        preemptive_tts=preemptive_tts,
     )
     if stages is not None:
         base = _fed_config(base, stages) or base
