@@ -142,6 +142,42 @@ async def test_with_preemptive_tts_the_commit_waits_for_the_drafts_first_audio()
     assert fixed.hold_ms == 500.0
 
 
+async def test_the_commit_lands_on_the_last_frame_before_the_drafts_first_audio() -> None:
+    """Commits land on the host's frames: the last one that ends by the
+    draft's first audio, not the first after it (which would hold the
+    reply back for the rest of that frame); a frame that ends exactly on it
+    holds once more."""
+    clock = VirtualClock()
+    det = create_detector("fused", clock)
+    drafter = EagerDrafter(clock, DraftParams(first_token_ms=350, first_audio_ms=150))
+    det.attach_drafter(drafter)
+    ep = det.endpointing
+    await det.on_transcript(TranscriptFrame(at=0.0, text="a table for two", spoken_until=0.0))
+    assert drafter.on_eager("a table for two") is not None  # first audio at 0.5
+    frame = 0.032
+    assert ep._draft_holds(0.448, frame)  # the frame to 0.48 ends before it: wait
+    assert not ep._draft_holds(0.480, frame)  # the next ends at 0.512: commit now
+    late = EagerDrafter(clock, DraftParams(first_token_ms=362, first_audio_ms=150))
+    det.attach_drafter(late)
+    assert late.on_eager("a table for two") is not None  # first audio at 0.512
+    assert ep._draft_holds(0.480, frame) and not ep._draft_holds(0.512, frame)
+
+
+async def test_a_drafted_reply_is_committed_in_the_frame_before_its_audio() -> None:
+    """In the replay (LLM 350 ms, TTS 150 ms, preemptive TTS) every reply
+    of easy-short-08 is a draft's, and each is committed in the last frame
+    before its first audio: not a frame after it (the reply held back for
+    the rest of that frame), and not sooner, as when the hold counted from
+    the eager signal while the draft's request left after the model's
+    compute (live, the signal comes once the model has run)."""
+    rec = load_recording(CORPUS / "easy-short-08")
+    res = await replay_call(rec, "fused", ReplayConfig(compute="fixed"))
+    gaps = [r["first_audio_at"] - r["decision_at"] for r in res.replies]
+    assert gaps and all(r["drafted"] for r in res.replies)
+    assert all(0.0 <= g < 0.032 for g in gaps), gaps
+    assert any(g > 0.005 for g in gaps), gaps
+
+
 rv = load_script("realcall_variants")
 
 

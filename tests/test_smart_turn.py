@@ -325,10 +325,12 @@ async def test_complete_ends_after_min_wait_with_the_model_cost():
     silence = end.at - d.vad.speech_end
     assert 0.2 - 1e-9 <= silence < 0.2 + FRAME_S
     assert end.at - eager.at < 0.2  # eager right at inference, at the VAD's stop
-    # The draft can start once the model has run; the commit, a timer after
-    # it, is delayed only by what is left of the model's run by then.
-    assert eager.compute_ms == FIXED_COST_MS
-    assert end.compute_ms == pytest.approx(max(0.0, FIXED_COST_MS - (end.at - eager.at) * 1000))
+    # The model ran a frame before the VAD's stop, in its hangover: the draft
+    # can start once the model has run, so the signal is delayed by what is
+    # left of that run (not all of it), and so is the commit, a timer after.
+    ran = eager.at - FRAME_S
+    assert eager.compute_ms == pytest.approx(FIXED_COST_MS - FRAME_S * 1000)
+    assert end.compute_ms == pytest.approx(max(0.0, FIXED_COST_MS - (end.at - ran) * 1000))
     assert "complete" in end.reason
 
 
@@ -368,7 +370,7 @@ async def test_eager_once_per_pause_then_resumed_on_speech():
     d = Driver(0.4, threshold=0.5, max_wait_ms=1000)  # eager threshold 0.3
     out = await d.feed([0.9] * 20 + [0.0] * 15)
     assert [type(s) for _, s in out] == [TurnEagerFrame]
-    assert out[0][1].compute_ms > 0
+    assert len(d.model.calls) == 1
     out = await d.feed([0.9] * 10)
     assert [type(s) for _, s in out] == [TurnResumedFrame]
     out = await d.feed([0.0] * 50)

@@ -1119,7 +1119,11 @@ class Endpointing:
         # have its first token (due now included) drafts first: the reply
         # comes as soon, and the caller has that long to go on uncut.
         draft_first = not pause.eager_sent and p is not None and self._commit_due(wait - silent_ms)
-        if silent_ms >= wait - 1e-6 and not draft_first and not self._draft_holds(now):
+        if (
+            silent_ms >= wait - 1e-6
+            and not draft_first
+            and not self._draft_holds(now, frame_ms / 1000.0)
+        ):
             waited = pause.segment_waited
             end = self._commit(pause, silent_ms, wait, policy)
             if waited:
@@ -1138,8 +1142,11 @@ class Endpointing:
         ):
             pause.eager_sent = True
             self.signalled = True  # speech after this yields TurnResumedFrame
+            # Only the part of the look's cost still running delays the
+            # signal (as for a commit): a look taken in the hangover is done.
+            pending = max(0.0, (pause.ready_at - now) * 1000)
             out.append(
-                TurnEagerFrame(at=now, detector=self.spec, probability=p, compute_ms=pause.cost_ms)
+                TurnEagerFrame(at=now, detector=self.spec, probability=p, compute_ms=pending)
             )
         return out
 
@@ -1240,14 +1247,25 @@ class Endpointing:
             )
         ]
 
-    def _draft_holds(self, now: float) -> bool:
+    def _draft_holds(self, now: float, frame_s: float = 0.0) -> bool:
         """A draft is out and has no first token yet (no first audio, with
         preemptive TTS): a commit now would bring the reply no sooner (its
         words come when they come), while a caller going on before then
         would be cut off. So the commit waits for it (a longer wait of the
-        policy's stands)."""
+        policy's stands).
+
+        ``frame_s``: the host's frame, the step at which a commit can land.
+        The commit lands on the last frame that ends by the draft's first
+        token (audio), not the first one after it: a commit up to a frame
+        before it brings the reply no later (it comes with the token), and
+        one a frame after delays it by the rest of that frame (12 ms in the
+        median on 32 ms frames)."""
         ready = self.drafts.ready_at(self.turn_text()) if self.drafts is not None else None
-        return ready is not None and now < ready - 1e-9
+        if ready is None:
+            return False
+        if frame_s <= 0.0:
+            return now < ready - 1e-9
+        return now + frame_s <= ready + 1e-9
 
     def _commit_due(self, left_ms: float) -> bool:
         """The wait ends within a draft's time to its first token (audio): a draft

@@ -200,8 +200,10 @@ class EagerDrafter:
             return self._cancel("words changed")
         return None
 
-    def on_eager(self, text: str) -> Draft | None:
-        """The caller is probably done: a new draft, or None when not allowed."""
+    def on_eager(self, text: str, at: float | None = None) -> Draft | None:
+        """The caller is probably done: a new draft, or None when not allowed.
+        ``at``: when its request leaves (default now), which its hold counts
+        from (:meth:`ready_at`)."""
         norm = normalize_text(text)
         if not norm:
             return None
@@ -217,7 +219,8 @@ class EagerDrafter:
         self._ids += 1
         self._turn_drafts += 1
         self.stats.started += 1
-        self.current = Draft(id=self._ids, text=norm, started_at=self.clock.now())
+        started = self.clock.now() if at is None else at
+        self.current = Draft(id=self._ids, text=norm, started_at=started)
         return self.current
 
     def ready_at(self, text: str | None = None) -> float | None:

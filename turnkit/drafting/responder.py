@@ -328,13 +328,16 @@ class Responder:
         if playing and self._live is not None:
             self._live.played = True
 
-    async def on_eager(self, text: str) -> int | None:
+    async def on_eager(self, text: str, sent_at: float | None = None) -> int | None:
         """The caller is probably done: maybe start a held draft. Returns the
-        draft's reply id, or None when no draft started."""
+        draft's reply id, or None when no draft started. ``sent_at``: when
+        the draft's request leaves, where a host knows it leaves later than
+        now (the replay: after the detector's compute, which its virtual
+        clock does not spend); the hold on the commit counts from there."""
         if self.drafter is None or self.agent_speaking:
             return None
         self._reap()
-        draft = self.drafter.on_eager(text)
+        draft = self.drafter.on_eager(text, sent_at)
         self._reap()  # a superseded draft
         if draft is None:
             return None

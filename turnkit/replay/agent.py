@@ -297,8 +297,11 @@ class SimulatedAgent(FrameProcessor):
     async def _eager(self, eager: TurnEagerFrame) -> None:
         """An eager signal: the Responder may start a held draft."""
         n = len(self.engine.requests)
-        self.engine.send_after(self._compute_s(eager))
-        reply_id = await self._r().on_eager(self.transcript)
+        compute = self._compute_s(eager)
+        self.engine.send_after(compute)
+        # Live, the eager signal comes once the model has run, and the draft
+        # (and its hold on the commit) starts then.
+        reply_id = await self._r().on_eager(self.transcript, self.clock.now() + compute)
         await self.engine.idle()
         if reply_id is not None and len(self.engine.requests) > n:
             self._drafts[reply_id] = self.engine.requests[n]
