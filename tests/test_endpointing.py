@@ -284,6 +284,14 @@ async def test_fused_commits_by_the_ceiling_however_unfinished_the_words() -> No
         ("so i", True),
         ("I'm calling because", True),
         ("it's for", True),
+        ("every evening, and um it", True),  # a subject owed its verb
+        ("my wife she", True),
+        ("yes we", True),
+        ("how are they", False),  # put there by its verb
+        ("they're coming, aren't they", False),
+        ("taller than he", False),
+        ("that's it", False),  # "it" after its verb: an object
+        ("I want it", False),
         ("I need to fly to Boston", False),
         ("is it Tuesday or", False),  # a turn may trail off on "or", "but", "so"
         ("yes I'd like to", False),  # "Would you like to add insurance?"

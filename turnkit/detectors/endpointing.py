@@ -326,6 +326,21 @@ _OPEN_WORDS = frozenset(
     {"a", "an", "the", "my", "your", "our", "their", "and", "because"}
     | {"i", "i'm", "i'd", "i'll", "i've", "we're", "we'll", "we'd", "you're", "they're"}
 )
+# A subject pronoun with no verb after it ("my son he", "and um it") is as
+# open as a bare "i": "he", "she", "we", "they" are subjects wherever they
+# stand, except after a verb that put them there ("how are they", the tags
+# "aren't we", "did she") or "than" / "as"; "it" is a subject only where a
+# clause starts ("and it", "because it"), not after its verb ("i want it",
+# "that's it").
+_SUBJECTS = frozenset({"he", "she", "we", "they"})
+_CLAUSE_STARTS = frozenset(
+    {"and", "but", "so", "or", "because", "cause", "when", "if", "then", "since"}
+)
+_PRONOUN_VERBS = frozenset(
+    {"am", "is", "are", "was", "were", "do", "does", "did", "have", "has", "had"}
+    | {"can", "could", "will", "would", "shall", "should", "may", "might", "must"}
+    | {"than", "as"}
+)
 _OPEN_PREPOSITIONS = frozenset({"to", "of", "for", "with", "from", "into"})
 # A preposition left at the end of a question or a relative clause is
 # finished ("what can you help me with", "the one i was looking for", "who
@@ -346,7 +361,8 @@ _ELLIPSIS_VERBS = frozenset(
 def ends_open(text: str) -> bool:
     """The caller's words stop inside a phrase: the last word but fillers
     ("to um") is one no sentence ends on (:data:`_OPEN_WORDS`: "the second
-    one is the", "yes and"), or a preposition still owed its object ("i
+    one is the", "yes and"), a subject still owed its verb ("and um it",
+    "my wife she"; :data:`_SUBJECTS`), or a preposition still owed its object ("i
     need to fly to"; not "what can you help me with", not "yes i'd like
     to"). Such a pause may wait past the ceiling, to the policy's
     ``open_frame_ms`` (:data:`OPEN_FRAME_MS`)."""
@@ -356,6 +372,11 @@ def ends_open(text: str) -> bool:
     last = words[-1]
     if last in _OPEN_WORDS:
         return True
+    before = words[-2] if len(words) > 1 else ""
+    if last in _SUBJECTS:
+        return not (before in _PRONOUN_VERBS or before.endswith("n't"))
+    if last == "it":
+        return before in _CLAUSE_STARTS
     if last not in _OPEN_PREPOSITIONS:
         return False
     if last == "to" and len(words) > 1 and words[-2] in _ELLIPSIS_VERBS:
