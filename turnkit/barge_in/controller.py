@@ -29,7 +29,10 @@ passed the echo filter, :class:`~turnkit.barge_in.echo.EchoFilter`):
   ("uh-huh"); where it falls in the agent's sentence (by the playback
   cursor's text offset, :meth:`on_agent_progress`, else elapsed time at a
   speaking rate): acknowledgements come at the agent's phrase boundaries,
-  bids anywhere (:meth:`bid_score`). Speech of ``pause_after_s`` (0.2 s)
+  bids anywhere (:meth:`bid_score`). The sound's length counts from where
+  its level rose over the line's (up to ``onset_back_s`` before the VAD's
+  onset: a telephone band cuts off the consonant the VAD would have heard
+  first). Speech of ``pause_after_s`` (0.2 s)
   that scores as a bid starts a *speculative* pause of at most ``hold_s``
   (0.12 s, under the 150 ms that is heard as the agent stopping; not
   taken when the caller's words typically come too late for it to wait
@@ -127,6 +130,10 @@ __all__ = ["Action", "BargeInController", "BargeInParams", "Evidence"]
 
 # Voiced frames a turn needs before its level counts (0.16 s).
 TURN_LEVEL_FRAMES = 5
+# Frames kept to read where a sound rose (BargeInParams.onset_rise_db), and
+# the least of them before it that give the line's level.
+ONSET_FRAMES = 12
+ONSET_LINE_FRAMES = 4
 CHARS_PER_SECOND = 15.0  # the agent's speaking rate when no playback marks arrive
 # How far past the played position the echo check still looks: a playback
 # mark comes at a word's start, the nominal rate drifts (one long word).
@@ -212,6 +219,17 @@ class BargeInParams:
     # hold), a frame the VAD hears as quiet releases it. None: off.
     launch_s: float | None = 0.25
     launch_more_s: float = 0.096
+    # A sound's onset is where its level rose this many dB over the line's
+    # level before it, up to ``onset_back_s`` before the VAD's onset. On a
+    # telephone band the VAD hears a word from its vowel: the nasal or
+    # fricative before it ("No", "Excuse me") is mostly cut off by the band,
+    # and its onset came 40-80 ms later than on wideband (p75-p90, held-out
+    # barge-in development set's tuning half), up to 0.3 s for "Excuse me";
+    # its level already rose there. The sound's length (the early hold at
+    # ``pause_after_s``, ``max_backchannel_s``) counts from there, as it does
+    # on wideband. None: the VAD's onset.
+    onset_rise_db: float | None = 10.0
+    onset_back_s: float = 0.096
     # Speculative holds on one segment; after these, its words decide.
     max_holds: int = 2
     # Held speculatively, the caller went quiet this long (counted from the
@@ -337,6 +355,9 @@ class BargeInController:
         self._streaming = StreamingWatch()
         self._word_lag = WordLag()
         self._vad_speaking = False
+        # The latest frames' (start, level) while the agent talks: where a
+        # sound's level rose before the VAD heard it (BargeInParams.onset_rise_db).
+        self._levels: deque[tuple[float, float]] = deque(maxlen=ONSET_FRAMES)
         # The level of the caller's last committed turn (its louder frames),
         # from the voiced frames heard while the agent was silent since the
         # commit before: what a pending reply's cancelling sound is held to.
@@ -411,6 +432,7 @@ class BargeInController:
         at = self.clock.now() if at is None else at
         self.agent_text = text
         self._agent_start = at
+        self._levels.clear()  # the line under this reply, not before it
         self._played_chars = None
         self._pending = False
         self._pending_onset = None
@@ -537,7 +559,14 @@ class BargeInController:
             if vad.started and not self._paused:
                 return self._act(Action.STOP, "caller speech (raw VAD)")
             return Action.KEEP
-        if vad.started:
+        frame_db: float | None = None  # this frame's level, once (an FFT)
+        if audio is not None and len(audio) and self.params.onset_rise_db is not None:
+            start = now - len(audio) / self.sample_rate
+            if vad.started:
+                self._open(self._rise_onset(vad.speech_start))
+            frame_db = level if level is not None else frame_energy_db(audio, self.sample_rate)
+            self._levels.append((start, frame_db))
+        elif vad.started:
             self._open(vad.speech_start)
         seg = self._seg
         if seg is None:
@@ -551,7 +580,9 @@ class BargeInController:
         # The level of a frame the VAD calls voiced, once (an FFT): read for
         # the end below and kept with the segment.
         voiced = audio is not None and len(audio) > 0 and not quiet
-        db = frame_energy_db(audio, self.sample_rate) if voiced else None
+        db = None
+        if voiced:
+            db = frame_db if frame_db is not None else frame_energy_db(audio, self.sample_rate)
         if db is not None and seg.energy_db:
             # The voice fell well below the segment's own level: it ended
             # (the VAD's probability trails the audio by a frame or two).
@@ -840,6 +871,25 @@ class BargeInController:
             launch=launch,
         )
 
+    def _rise_onset(self, onset: float) -> float:
+        """Where the sound the VAD heard from ``onset`` rose over the line's
+        level: up to ``onset_back_s`` earlier, through frames each
+        ``onset_rise_db`` over the median of the frames before them."""
+        p = self.params
+        assert p.onset_rise_db is not None
+        before = [(t, db) for t, db in self._levels if t < onset - 1e-9]
+        back = [x for x in before if x[0] >= onset - p.onset_back_s - 1e-9]
+        line = before[: len(before) - len(back)]
+        if len(line) < ONSET_LINE_FRAMES or not back:
+            return onset
+        floor = float(np.median([db for _, db in line]))
+        rose = onset
+        for t, db in reversed(back):
+            if db < floor + p.onset_rise_db:
+                break
+            rose = t
+        return rose
+
     def _close(self) -> None:
         self._seg = None
         self._floor = False
@@ -927,7 +977,12 @@ class BargeInController:
             ):
                 # Short, or over (the VAD may hang on residual echo after
                 # the voice fell quiet): the acknowledgement releases it.
-                return self._resume(f"acknowledgement: {text!r}")
+                # Said before the VAD has heard the speech end (a dip
+                # between words is no end), the words after it are judged
+                # with it: "okay | perfect thank you very much" is a caller
+                # wrapping up (many words), not five murmurs.
+                kept = seg if seg.speaking else None
+                return self._resume(f"acknowledgement: {text!r}", kept=kept)
             return Action.KEEP
         if seg.launch and seg.speaking:
             # Begun before the caller could hear the agent, and still going:
@@ -1049,18 +1104,22 @@ class BargeInController:
         self._hold_quiet = False
         return self._act(Action.PAUSE, reason)
 
-    def _resume(self, reason: str, held: Evidence | None = None) -> Action:
+    def _resume(
+        self, reason: str, held: Evidence | None = None, kept: Evidence | None = None
+    ) -> Action:
         """Play on. ``held``: a speculative hold ended by quiet; its segment
-        stays open, so speech again within ``merge_gap_s`` holds again at once."""
+        stays open, so speech again within ``merge_gap_s`` holds again at once.
+        ``kept``: the segment stays open, its words judged with those to come
+        (acknowledgement words said with the voice still going)."""
         self._paused = False
         self._paused_at = None
         self._hold_until = None
-        self._seg = held
+        self._seg = held or kept
         if held is not None:
             # The segment goes on, and so do its words: "i" heard before the
             # hold ended and "see" after it are one "i see", not a bid "see".
             held.held = True
-        else:
+        elif kept is None:
             self._base_words = self._tok_words
             self._base_n = len(self._tok_words)
         return self._act(Action.RESUME, reason)
