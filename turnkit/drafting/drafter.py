@@ -133,6 +133,23 @@ class DraftStats:
         return self.started + self.fresh_requests
 
 
+class _LowEnd:
+    """The low end of a latency the host measures: the lowest of the last
+    ``FIRST_TOKEN_WINDOW`` measurements (what this engine or TTS, under its
+    current load, can do), for a learning drafter's hold."""
+
+    def __init__(self) -> None:
+        self._ms: deque[float] = deque(maxlen=FIRST_TOKEN_WINDOW)
+
+    def add(self, ms: float) -> None:
+        if ms >= 0.0 and ms != float("inf"):
+            self._ms.append(ms)
+
+    def or_else(self, learn: bool, fixed: float) -> float:
+        """The lowest measured when learning and one is measured, else ``fixed``."""
+        return min(self._ms) if learn and self._ms else fixed
+
+
 class EagerDrafter:
     """The drafting policy for one call (see the module docstring)."""
 
@@ -144,17 +161,15 @@ class EagerDrafter:
         self._ids = 0
         self._turn_drafts = 0
         self._turn_started_at: float | None = None
-        self._first_tokens: deque[float] = deque(maxlen=FIRST_TOKEN_WINDOW)
-        self._first_audio: deque[float] = deque(maxlen=FIRST_TOKEN_WINDOW)
+        self._first_tokens = _LowEnd()
+        self._first_audio = _LowEnd()
 
     @property
     def first_token_ms(self) -> float:
         """The engine's time to a draft's first token the commit waits for:
         the lowest measured of late with ``learn_first_token``, else (and
         until one is measured) ``params.first_token_ms``; 0: none."""
-        if self.params.learn_first_token and self._first_tokens:
-            return min(self._first_tokens)
-        return self.params.first_token_ms
+        return self._first_tokens.or_else(self.params.learn_first_token, self.params.first_token_ms)
 
     @property
     def first_audio_ms(self) -> float:
@@ -162,9 +177,7 @@ class EagerDrafter:
         where the host renders a draft's speech ahead: the lowest measured
         of late with ``learn_first_audio``, else (and until one is measured)
         ``params.first_audio_ms``."""
-        if self.params.learn_first_audio and self._first_audio:
-            return min(self._first_audio)
-        return self.params.first_audio_ms
+        return self._first_audio.or_else(self.params.learn_first_audio, self.params.first_audio_ms)
 
     @property
     def hold_ms(self) -> float:
@@ -177,14 +190,12 @@ class EagerDrafter:
     def on_first_audio(self, ms: float) -> None:
         """The TTS's measured time to render a sentence (what a
         ``learn_first_audio`` drafter adds to its hold)."""
-        if ms >= 0.0 and ms != float("inf"):
-            self._first_audio.append(ms)
+        self._first_audio.add(ms)
 
     def on_first_token(self, ms: float) -> None:
         """A request's measured time from its start to its first token (what
         a ``learn_first_token`` drafter holds commits for)."""
-        if ms >= 0.0 and ms != float("inf"):
-            self._first_tokens.append(ms)
+        self._first_tokens.add(ms)
 
     # -- evidence -------------------------------------------------------------
     def on_speech(self) -> None:
