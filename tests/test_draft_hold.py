@@ -111,6 +111,28 @@ async def test_a_learning_drafter_holds_for_the_engines_measured_first_tokens() 
     )
 
 
+async def test_a_mirroring_drafter_holds_but_asks_for_no_draft() -> None:
+    """``drafts_on_eager=False`` (LiveKit: its framework drafts at final
+    transcripts; the drafter mirrors them): a draft it was told of holds
+    the commit as any, but a commit due within the draft's time is not put
+    off a frame for an eager signal no one drafts on."""
+    clock = VirtualClock()
+    det = create_detector("fused", clock)
+    mirror = EagerDrafter(clock, DraftParams(first_token_ms=300, drafts_on_eager=False))
+    det.attach_drafter(mirror)
+    ep = det.endpointing
+    await det.on_transcript(TranscriptFrame(at=0.0, text="a table for two", spoken_until=0.0))
+    assert not ep._commit_due(100.0)
+    drafting = EagerDrafter(clock, DraftParams(first_token_ms=300))
+    det.attach_drafter(drafting)
+    assert ep._commit_due(100.0)
+    det.attach_drafter(mirror)
+    assert mirror.on_eager("a table for two", at=0.0) is not None
+    assert ep._draft_holds(0.299) and not ep._draft_holds(0.301)
+    assert mirror.cancel("livekit cancelled") is not None and not ep._draft_holds(0.1)
+    assert mirror.stats.cancel_reasons == {"livekit cancelled": 1}
+
+
 async def test_with_preemptive_tts_the_commit_waits_for_the_drafts_first_audio() -> None:
     """``first_audio_ms``: the hold (and the "draft first" lead) is the first
     token plus the TTS's time to first audio; without a first-token time,

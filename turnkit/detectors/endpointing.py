@@ -1291,8 +1291,10 @@ class Endpointing:
     def _commit_due(self, left_ms: float) -> bool:
         """The wait ends within a draft's time to its first token (audio): a draft
         sent now only brings that reply sooner (and one the caller talks
-        over is dropped), so the pause sends its eager signal."""
-        if self.drafts is None or not self.turn_text():
+        over is dropped), so the pause sends its eager signal, where the host
+        drafts on one (``DraftParams.drafts_on_eager``; LiveKit drafts on
+        its own evidence, and a signal it ignores would only cost a frame)."""
+        if self.drafts is None or not self.drafts.params.drafts_on_eager or not self.turn_text():
             return False
         if self.drafts.ready_at(self.turn_text()) is not None:
             return False  # a draft for these words is out (kept through a sound)

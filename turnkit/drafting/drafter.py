@@ -109,6 +109,13 @@ class DraftParams(BaseModel):
         description="use the lowest of the engine's last measured first tokens (the host "
         "reports them: on_first_token) instead of first_token_ms, once one is measured",
     )
+    drafts_on_eager: bool = Field(
+        True,
+        description="the host starts a draft on the detector's eager signal (turnkit's "
+        "Responder, Pipecat); False: its framework starts drafts on evidence of its own "
+        "(LiveKit's preemptive generation, on final transcripts) and the drafter only "
+        "mirrors them, so the detector sends no eager signal to start one",
+    )
 
 
 @dataclass(slots=True)
@@ -262,6 +269,11 @@ class EagerDrafter:
             self._cancel("transcript changed")
         self.stats.fresh_requests += 1
         return "fresh", None
+
+    def cancel(self, reason: str) -> Draft | None:
+        """The host dropped the running draft on evidence of its own (LiveKit
+        cancels its preemptive generation). Returns it (cancelled)."""
+        return self._cancel(reason)
 
     def on_ignored(self) -> Draft | None:
         """The caller's speech was not a turn (an acknowledgement or echo the

@@ -222,11 +222,15 @@ class _OracleStream(stt.RecognizeStream):
 
 
 class FakeLLM(llm.LLM):
-    """Fake LLM: answers every request with ``reply`` (counts requests)."""
+    """Fake LLM: answers every request with ``reply`` (counts requests),
+    its first chunk ``first_token_s`` after the request."""
 
-    def __init__(self, reply: str = "Sure, a table for four on Saturday.") -> None:
+    def __init__(
+        self, reply: str = "Sure, a table for four on Saturday.", first_token_s: float = 0.05
+    ) -> None:
         super().__init__()
         self.reply = reply
+        self.first_token_s = first_token_s
         self.requests: list[llm.ChatContext] = []
 
     def tool_calls_for(self, chat_ctx: llm.ChatContext) -> list[tuple[str, dict[str, Any]]]:
@@ -247,7 +251,7 @@ class FakeLLM(llm.LLM):
 class _FakeLLMStream(llm.LLMStream):
     async def _run(self) -> None:
         fake: FakeLLM = self._llm  # type: ignore[assignment]
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(fake.first_token_s)
         calls = fake.tool_calls_for(self._chat_ctx)
         if calls:
             self._event_ch.send_nowait(

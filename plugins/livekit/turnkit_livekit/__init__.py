@@ -7,7 +7,9 @@
 * :func:`attach` — per-turn turnkit metrics into the user ``ChatMessage.metrics``,
   caller transcripts and agent text fed to streaming detectors that read them,
   and LiveKit's user-turn commit at turnkit's decision
-  (:class:`DecisionCommitter`; ``keep_livekit_waits=True`` keeps LiveKit's);
+  (:class:`DecisionCommitter`; ``keep_livekit_waits=True`` keeps LiveKit's),
+  held for the first token of LiveKit's preemptive draft for the same words
+  (:class:`PreemptiveMirror`; ``hold_for_drafts=False`` holds none);
 * :func:`turn_handling` — ``AgentSession(turn_handling=...)`` for a turnkit
   detector (no LiveKit delay on top of turnkit's; what the early commit needs);
 * :func:`gated_tools` — turnkit ``@tool`` functions as LiveKit function tools
@@ -37,6 +39,7 @@ from turnkit_livekit.detectors import (
     TurnkitTextDetector,
     turn_detector,
 )
+from turnkit_livekit.preemptive import PreemptiveMirror
 from turnkit_livekit.recorder import record_session
 from turnkit_livekit.session import Commit, DecisionCommitter, TurnMetrics, attach, turn_handling
 from turnkit_livekit.tools import GatedTools, gated_tools
@@ -47,6 +50,7 @@ __all__ = [
     "Commit",
     "DecisionCommitter",
     "GatedTools",
+    "PreemptiveMirror",
     "TurnMetrics",
     "TurnkitDetectorStream",
     "TurnkitStreamingDetector",

@@ -78,6 +78,7 @@ from turnkit.audio.vad import VADAnalyzer
 from turnkit.clock import VirtualClock
 from turnkit.detectors.base import EndOfTurnDetector
 from turnkit.detectors.registry import available, create_detector, parse_spec
+from turnkit.drafting.drafter import DraftParams, EagerDrafter
 from turnkit.frames import (
     AudioInFrame,
     SystemFrame,
@@ -276,6 +277,9 @@ class TurnkitStreamingDetector:
         # WordTimesAgent's transcription node): the recorder keeps it for a
         # reply cut before LiveKit's synchronized transcript held any word.
         self.reply_listeners: list[Callable[[str], None]] = []
+        # The drafter each stream's detector holds its commits for (LiveKit's
+        # preemptive drafts, mirrored: turnkit_livekit.attach sets it).
+        self.draft_params: DraftParams | None = None
         self.streams: list[TurnkitDetectorStream] = []
 
     @property
@@ -327,6 +331,9 @@ class TurnkitDetectorStream:
         self._speech_end = 0.0  # the VAD's speech end as of the last frame given
         self._speech_start = 0.0  # ... and the start of that speech
         self.reads_text = bool(getattr(self.detector.scorer, "reads_text", False))
+        self.drafter: EagerDrafter | None = None
+        if owner.draft_params is not None:
+            self.hold_for_drafts(owner.draft_params)
         self._q: asyncio.Queue[rtc.AudioFrame | tuple[str, list[Any]] | None] = asyncio.Queue()
         self._finals: list[str] = []  # the current turn's final transcripts
         self._final_words: list[Word] = []  # ... and their timed words, where given
@@ -345,6 +352,14 @@ class TurnkitDetectorStream:
         self.end_silence_ms: dict[int, float] = {}  # id(TurnEndFrame) -> audio silence then
         self.predictions = 0
         self._task = asyncio.get_running_loop().create_task(self._run(), name="turnkit-detector")
+
+    def hold_for_drafts(self, params: DraftParams) -> EagerDrafter:
+        """Give the detector a drafter that its commits hold for (see
+        :mod:`turnkit_livekit.preemptive`); the existing one if it has one."""
+        if self.drafter is None:
+            self.drafter = EagerDrafter(self.clock, params)
+            self.detector.attach_drafter(self.drafter)
+        return self.drafter
 
     # -- the session's timeline -----------------------------------------------------
     @property

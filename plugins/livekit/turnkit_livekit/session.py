@@ -64,6 +64,7 @@ from turnkit_livekit.detectors import (
     TurnkitStreamingDetector,
     TurnkitTextDetector,
 )
+from turnkit_livekit.preemptive import PreemptiveMirror
 from turnkit_livekit.word_times import add_reply_listener, register
 
 __all__ = ["Commit", "DecisionCommitter", "TurnMetrics", "attach", "turn_handling"]
@@ -274,6 +275,8 @@ class TurnMetrics:
         *,
         keep_livekit_waits: bool = False,
         transcript_timeout: float = 2.0,
+        hold_for_drafts: bool = True,
+        first_token_ms: float = 0.0,
     ) -> None:
         self.session = session
         self.detector = detector
@@ -296,6 +299,15 @@ class TurnMetrics:
             # transcription node each reply's text.
             register(session, detector)
             add_reply_listener(session, "detector", self._on_reply_text)
+        # LiveKit's preemptive drafts hold turnkit's commits for their first
+        # token, as EagerDrafter's do in the replay (--draft-hold).
+        self.preemptive: PreemptiveMirror | None = None
+        if isinstance(detector, TurnkitStreamingDetector) and hold_for_drafts:
+            detector.draft_params = PreemptiveMirror.params(first_token_ms)
+            for stream in detector.streams:
+                stream.hold_for_drafts(detector.draft_params)
+            self.preemptive = PreemptiveMirror(session, self)
+            self.preemptive.hook()
 
     def _close(self) -> None:
         if self.committer is not None:
@@ -307,7 +319,13 @@ class TurnMetrics:
             return d.streams[-1]  # one detector per session: its newest stream
         return None
 
+    def _hook(self) -> None:
+        if self.preemptive is not None:
+            self.preemptive.hook()
+
     def _on_transcribed(self, ev: UserInputTranscribedEvent) -> None:
+        # LiveKit may start a draft on these words right after this event.
+        self._hook()
         if self.committer is not None:
             self.committer.on_transcribed(ev)
         s = self._stream()
@@ -315,6 +333,7 @@ class TurnMetrics:
             s.push_transcript(ev.transcript, ev.is_final)
 
     def _on_agent_state(self, ev: AgentStateChangedEvent) -> None:
+        self._hook()
         # LiveKit adds the reply to the chat context once it has played (or
         # was cut): the detector learns its text then, but that the agent
         # spoke now, as the replay's agent tells it at the reply's start (a
@@ -356,6 +375,7 @@ class TurnMetrics:
                 listener(text)
 
     def _on_item(self, ev: ConversationItemAddedEvent) -> None:
+        self._hook()  # an agent handoff: a new activity
         item = ev.item
         if not isinstance(item, llm.ChatMessage):
             return
@@ -366,6 +386,8 @@ class TurnMetrics:
             return
         if item.role != "user":
             return
+        if self.preemptive is not None:
+            self.preemptive.on_user_turn(item.text_content or "")
         report = self._report()
         # MetricsReport is a TypedDict (a plain dict at run time): LiveKit's
         # own keys stay as they are, turnkit's sit beside them.
@@ -410,17 +432,28 @@ def attach(
     *,
     keep_livekit_waits: bool = False,
     transcript_timeout: float = 2.0,
+    hold_for_drafts: bool = True,
+    first_token_ms: float = 0.0,
 ) -> TurnMetrics:
     """Feed the session's transcripts and agent text to ``detector``, write
     its per-turn evidence into each user ``ChatMessage.metrics`` and (a
     streaming detector) have LiveKit commit the user turn when turnkit
     decides (:class:`DecisionCommitter`); ``keep_livekit_waits=True``
-    leaves the commit to LiveKit's own VAD end of speech, as before."""
+    leaves the commit to LiveKit's own VAD end of speech, as before.
+
+    ``hold_for_drafts`` (a streaming detector): a turn end with one of
+    LiveKit's preemptive drafts out for the same words waits for the
+    draft's first token (its first audio with ``preemptive_tts``), as
+    ``turnkit replay --draft-hold`` models (:mod:`turnkit_livekit.preemptive`):
+    the lowest of the LLM's last measured TTFTs, ``first_token_ms`` until
+    one is measured."""
     return TurnMetrics(
         session,
         detector,
         keep_livekit_waits=keep_livekit_waits,
         transcript_timeout=transcript_timeout,
+        hold_for_drafts=hold_for_drafts,
+        first_token_ms=first_token_ms,
     )
 
 
