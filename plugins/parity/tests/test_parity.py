@@ -211,8 +211,10 @@ def _assert_listed(rows: dict[str, list[Row]]) -> None:
 async def test_hosts_decide_alike(call: str, detector: str, report: Report) -> None:
     rec = load_recording(RECORDINGS / call)
     ref, pipecat = await _replay_and_pipecat(rec, detector, CONFIG)
-    # LiveKit drafts with its own preemptive generation, whose first token
-    # turnkit's detector does not wait for: its reference holds no commit.
+    # The LiveKit session here drafts nothing (lk_parity turns its
+    # preemptive generation off), so its reference holds no commit; with
+    # it on, attach holds commits for LiveKit's drafts at final transcripts
+    # only (test_livekit_preemptive), not the replay's eager-signal drafts.
     lk_config = CONFIG.model_copy(update={"draft_hold": False})
     with watching("replay") as w:
         await replay_call(rec, detector, lk_config)
