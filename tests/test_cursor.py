@@ -43,7 +43,7 @@ from turnkit.frames import (
 )
 from turnkit.llm.client import ChatClient
 from turnkit.pipeline import CollectSink, FrameDirection, Pipeline
-from turnkit.tts import EspeakTTS, TTSProcessor, WordTimedAudio
+from turnkit.tts import EspeakTTS, TTSError, TTSProcessor, WordTimedAudio
 
 TEXT = "Certainly, a table for four on Saturday. What time would you like to come in?"
 WORDS = TEXT.split()
@@ -554,6 +554,54 @@ async def test_a_drafts_first_sentence_is_rendered_ahead_and_heard_only_if_relea
         ["No", "problem."],
         ["I'll", "check", "now."],
     ]
+
+
+class FakeFailingTTS:
+    """A fake TTS whose every render fails, each once ``gate`` is set (a
+    render still running when the draft is released)."""
+
+    identity = "fake-failing"
+    sample_rate = 16000
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.calls = 0
+
+    async def synthesize(self, text: str) -> np.ndarray:
+        self.calls += 1
+        await self.gate.wait()
+        raise TTSError(f"fake failure for {text!r}")
+
+
+async def test_fake_tts_a_sentence_that_fails_is_counted_once_for_its_reply():
+    """A draft's pre-render is not counted when it fails, also when its
+    reply was released while it ran: the reply renders the sentence again,
+    and that failure is the one counted."""
+    engine = FakeFailingTTS()
+    tts = TTSProcessor(engine)
+    sink = CollectSink()
+    pipe = Pipeline([tts, sink])
+    await pipe.start()
+    try:
+        await pipe.queue_frame(DraftTextFrame(reply_id=5, text="One moment.", final=True))
+        await pipe.wait_idle()
+        assert engine.calls == 1  # the draft's render, waiting
+        # Released while the draft's render still runs: the reply waits for it.
+        release = asyncio.create_task(
+            pipe.queue_frame(LLMTextFrame(reply_id=5, text="One moment.", final=True))
+        )
+        async with asyncio.timeout(30):
+            while 5 not in tts._replies:
+                await asyncio.sleep(0.01)
+        engine.gate.set()
+        await release
+        await pipe.queue_frame(EndFrame())
+        await pipe.wait_idle()
+    finally:
+        await pipe.stop()
+    assert engine.calls == 2  # the draft's render, then the reply's own
+    assert tts.failed == 1 and tts.rendered == 0
+    assert not [f for f in sink.frames if isinstance(f, AudioOutFrame)]
 
 
 async def test_audio_rendered_after_a_stop_is_not_played():

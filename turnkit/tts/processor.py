@@ -193,7 +193,7 @@ class TTSProcessor(FrameProcessor):
             return
         draft.sentence = _spoken(draft.pending[: m.end()] if m is not None else draft.pending)
         if draft.sentence:
-            draft.render = asyncio.create_task(self._render(rid, draft.sentence))
+            draft.render = asyncio.create_task(self._render(rid, draft.sentence, count=False))
 
     def _drop_draft(self, rid: int) -> None:
         draft = self._drafts.pop(rid, None)
@@ -239,9 +239,11 @@ class TTSProcessor(FrameProcessor):
         if len(self._dead) > 256:  # reply ids only grow: the oldest go
             self._dead.discard(min(self._dead))
 
-    async def _render(self, rid: int, sentence: str) -> _Render | None:
+    async def _render(self, rid: int, sentence: str, *, count: bool = True) -> _Render | None:
         """One sentence's audio, its rate and word timings (None: the engine
-        failed; a draft's failure is not counted, its reply renders again)."""
+        failed). A draft's pre-render is not counted (``count=False``): its
+        reply renders the sentence again, and that failure counts, whether the
+        draft failed before its release or while the reply waited for it."""
         t0 = time.perf_counter()
         try:
             if self.word_timings:
@@ -250,7 +252,7 @@ class TTSProcessor(FrameProcessor):
             else:
                 done = (await self.tts.synthesize(sentence), self.tts.sample_rate, [])
         except (TTSError, ValueError) as exc:
-            if rid in self._replies:
+            if count:
                 self.failed += 1
                 log.warning("TTS failed for reply %d (%r): %s", rid, sentence[:40], exc)
             return None
