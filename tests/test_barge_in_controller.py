@@ -882,8 +882,10 @@ def test_a_telephone_bids_length_counts_from_where_its_level_rose(
     # the word's. The next test runs that case with the VAD's onset.)
     rec = _telephone_copy("account-bargein-07", tmp_path)
     results = {}
+    lags: dict[str, list[float]] = {}
     for name, params in (("vad", BargeInParams(onset_rise_db=None)), ("rise", BargeInParams())):
         score, agent = _replay_fused(rec, params, monkeypatch)
+        lags[name] = list(agent.barge_in._word_lag._lags)  # type: ignore[attr-defined]
         bid = next(t for t in score.turns if t.barge_in)  # type: ignore[attr-defined]
         start = rec.caller_turns[bid.turn].start
         assert rec.caller_turns[bid.turn].text.startswith("Wait")
@@ -894,6 +896,11 @@ def test_a_telephone_bids_length_counts_from_where_its_level_rose(
     (vad_pause, vad_stop), (rise_pause, rise_stop) = results["vad"], results["rise"]
     assert rise_pause <= vad_pause - 0.064 + 1e-9, results
     assert rise_stop <= vad_stop - 64 + 1e-6, results
+    # How late the caller's words come (whether an early hold can wait for
+    # them) counts from the same onset as the hold: the rise.
+    assert len(lags["rise"]) == len(lags["vad"]) >= 3, lags
+    assert all(r >= v - 1e-9 for v, r in zip(lags["vad"], lags["rise"], strict=True)), lags
+    assert any(r >= v + 0.032 - 1e-9 for v, r in zip(lags["vad"], lags["rise"], strict=True)), lags
 
 
 def test_a_hold_released_as_its_word_arrives_stops_the_agent_at_the_hold(

@@ -524,7 +524,6 @@ class BargeInController:
         now = self.clock.now()
         self._vad_speaking = vad.speaking and vad.prob >= self.params.quiet_prob
         self._streaming.audio(self._vad_speaking)
-        self._word_lag.audio(vad.started, vad.speech_start, vad.speaking, vad.speech_end, now)
         quiet = vad.prob < self.params.quiet_prob
         level: float | None = None
         if not self._agent_start and audio is not None and vad.speaking and not quiet:
@@ -538,6 +537,20 @@ class BargeInController:
             self._no_audio = audio is None
         if level is not None and vad.speaking:
             self._onset_db.append(level)
+        # Where a sound the VAD confirms now rose over the line (read below
+        # for a segment's length), and each frame's level for the next one
+        # (an FFT, once).
+        frame_db: float | None = None
+        rise: float | None = None
+        if audio is not None and len(audio) and self.params.onset_rise_db is not None:
+            if vad.started:
+                rise = self._rise_onset(vad.speech_start)
+            frame_db = level if level is not None else frame_energy_db(audio, self.sample_rate)
+            self._levels.append((now - len(audio) / self.sample_rate, frame_db))
+        onset = vad.speech_start if rise is None else rise
+        # The words' lag counts from the same onset as the early hold that
+        # waits for them.
+        self._word_lag.audio(vad.started, onset, vad.speaking, vad.speech_end, now)
         # A reply decided but not audible yet: caller speech makes it stale.
         if self._pending and self._agent_start is None:
             if vad.started:
@@ -559,15 +572,8 @@ class BargeInController:
             if vad.started and not self._paused:
                 return self._act(Action.STOP, "caller speech (raw VAD)")
             return Action.KEEP
-        frame_db: float | None = None  # this frame's level, once (an FFT)
-        if audio is not None and len(audio) and self.params.onset_rise_db is not None:
-            start = now - len(audio) / self.sample_rate
-            if vad.started:
-                self._open(self._rise_onset(vad.speech_start))
-            frame_db = level if level is not None else frame_energy_db(audio, self.sample_rate)
-            self._levels.append((start, frame_db))
-        elif vad.started:
-            self._open(vad.speech_start)
+        if vad.started:
+            self._open(onset)
         seg = self._seg
         if seg is None:
             return Action.KEEP
