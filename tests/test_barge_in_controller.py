@@ -647,11 +647,17 @@ def test_a_resumed_pause_counts_as_a_stop_only_from_150_ms() -> None:
     assert stop_times(confirmed) == [2.5]
 
 
-def test_replay_resumes_after_a_false_interruption_and_scores_it() -> None:
+def test_replay_resumes_after_a_false_interruption_and_scores_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # booking-think-03 with a recogniser 250 ms late: the "uh-huh" and
     # "mm-hmm" backchannels are held from their audio and released when
     # they end (under 150 ms); the reply plays on to its end, later by the
-    # hold.
+    # hold. (The controller as a host that does not know its recogniser's
+    # delay configures it: told it, it takes no early hold at 250 ms.)
+    import turnkit.replay.simulator as simulator
+
+    monkeypatch.setattr(simulator, "barge_in_params", lambda config: BargeInParams())
     rec = load_recording(REC / "booking-think-03")
     score = asyncio.run(replay_call(rec, "silence", ReplayConfig(stt_delay_ms=250)))
     resumed = [r for r in score.replies if any(p[1] is not None for p in r["pauses"])]
@@ -1132,6 +1138,33 @@ def test_the_early_hold_is_for_words_that_come_in_time(late_s: float) -> None:
     end = run2.first(Action.CONFIRM, Action.STOP)
     assert end is not None and "sorry" in end[2]
     assert end[0] <= rec.caller_turns[1].words[0].end + late_s + 0.05
+
+
+@pytest.mark.parametrize("known", [False, True])
+def test_words_known_to_come_late_take_no_early_hold(
+    known: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # phone-digits-02: "okay" (0.35 s) under the agent reading the number
+    # back, the words 150 ms late. Held 0.21 s in on its audio, it is still
+    # sounding at the hold's end, so the hold stands until "okay" is
+    # written, 0.32 s after it began: a gap the caller hears as the agent
+    # stopping. Told the recogniser's delay (as the replay tells it its
+    # --stt-delay-ms), the controller takes no early hold it could not end
+    # within 150 ms; the caller's onsets alone (a turn's short first word)
+    # read those words as in time.
+    import turnkit.replay.simulator as simulator
+
+    rec = load_recording(REC / "phone-digits-02")
+    if not known:
+        monkeypatch.setattr(simulator, "barge_in_params", lambda config: BargeInParams())
+    score = asyncio.run(replay_call(rec, "fused", ReplayConfig(compute="fixed", stt_delay_ms=150)))
+    okay = [e for e in score.events if e.kind == "backchannel" and abs(e.start - 16.717) < 0.01]
+    assert len(okay) == 1 and okay[0].agent_speaking
+    assert okay[0].stopped is (not known)
+    late = BargeInController(VirtualClock(), params=BargeInParams(word_delay_s=0.15))
+    assert late.words_late
+    assert not BargeInController(VirtualClock(), params=BargeInParams(word_delay_s=0.0)).words_late
+    assert not BargeInController(VirtualClock()).words_late  # unknown, nothing learnt yet
 
 
 def test_word_lag_is_the_median_first_words_after_an_onset() -> None:

@@ -133,6 +133,10 @@ TURN_LEVEL_FRAMES = 5
 # Frames kept to read where a sound rose (BargeInParams.onset_rise_db), and
 # the least of them before it that give the line's level.
 ONSET_FRAMES = 12
+# A gap in the agent's audio this long or longer is heard as the agent
+# stopping (the metric's definition: a pause that resumes counts as a stop
+# unless the gap is under 150 ms).
+HEARD_GAP_S = 0.15
 ONSET_LINE_FRAMES = 4
 CHARS_PER_SECOND = 15.0  # the agent's speaking rate when no playback marks arrive
 # How far past the played position the echo check still looks: a playback
@@ -179,6 +183,19 @@ class BargeInParams:
     # (their first word's length) come 0.13-0.38 s after the onset. None:
     # taken however late the words come.
     hold_word_lag_s: float | None = 0.47
+    # How long after a word ends the recogniser writes it, where the host
+    # knows (its STT's typical delay; `turnkit replay` gives its
+    # --stt-delay-ms plus half the jitter). A sound still going at the early
+    # hold's end has its word come that long after the sound's end: the hold
+    # stands until then, a gap of at least hold_s plus the delay, heard as
+    # the agent stopping once over 150 ms. So with hold_s + word_delay_s
+    # over 150 ms no early hold is taken. The onsets' lag (hold_word_lag_s)
+    # misses this: a turn's first word is short ("I", "so"), a
+    # backchannel's is the whole sound. Held-out barge-in set, tuning half
+    # (24 backchannels), words 100 / 150 ms late: backchannels stopped
+    # 4 -> 1 / 4 -> 0 of 24 (telephone 3 -> 1 / 3 -> 0), bid stop p50
+    # 427 -> 451 / 466 -> 498 ms. None: not known (the lag alone decides).
+    word_delay_s: float | None = None
     # Speech this long without a deciding word pauses whatever the score
     # (acknowledgements are mostly 0.2-0.6 s: "uh-huh", "okay").
     max_backchannel_s: float = 0.45
@@ -665,7 +682,10 @@ class BargeInController:
     def words_late(self) -> bool:
         """The caller's first words typically come too late for an early
         hold to wait for them (:attr:`BargeInParams.hold_word_lag_s`)."""
-        limit = self.params.hold_word_lag_s
+        p = self.params
+        if p.word_delay_s is not None and p.hold_s + p.word_delay_s > HEARD_GAP_S + 1e-9:
+            return True
+        limit = p.hold_word_lag_s
         lag = self._word_lag.lag_s
         return limit is not None and lag is not None and lag > limit
 

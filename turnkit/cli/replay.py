@@ -128,7 +128,8 @@ def replay(
         float,
         typer.Option(
             help="transcription delay after each word (--stt segmented: after the VAD closed "
-            "each run of speech)"
+            "each run of speech); a streaming recogniser's is told to the barge-in controller "
+            "(BargeInParams.word_delay_s), as a host that knows it would"
         ),
     ] = 0.0,
     stt_jitter_ms: Annotated[

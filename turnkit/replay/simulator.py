@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from turnkit.audio.timeline import FRAME_SAMPLES, SAMPLE_RATE, AudioTimeline, TimelineProcessor
 from turnkit.audio.vad import VADAnalyzer, VADParams
 from turnkit.audio.wav import AudioError, read_wav
-from turnkit.barge_in.controller import BargeInController
+from turnkit.barge_in.controller import BargeInController, BargeInParams
 from turnkit.barge_in.cursor import PlaybackCursor
 from turnkit.barge_in.echo import EchoFilter, align_reference
 from turnkit.barge_in.processors import EchoGateProcessor
@@ -328,6 +328,16 @@ def call_seed(config: ReplayConfig, call_id: str, detector: str) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
+def barge_in_params(config: ReplayConfig) -> BargeInParams:
+    """The barge-in controller as a host that knows its recogniser's delay
+    configures it: words ``--stt-delay-ms`` (plus half the jitter) after
+    they are said (a streaming recogniser; one that writes whole runs is
+    judged from the caller's onsets, as before)."""
+    if config.stt != "streaming":
+        return BargeInParams()
+    return BargeInParams(word_delay_s=(config.stt_delay_ms + config.stt_jitter_ms / 2) / 1000)
+
+
 def barge_in_filters(
     rec: Recording,
     n_samples: int,
@@ -346,7 +356,9 @@ def barge_in_filters(
     then the last processor of the list, not the first."""
     if not config.filters:
         return BargeInController.raw_vad(clock), [], "off"
-    policy = BargeInController(clock, language=rec.manifest.language)
+    policy = BargeInController(
+        clock, language=rec.manifest.language, params=barge_in_params(config)
+    )
     if rec.agent_path is None:
         return policy, [], "missing"
     if stream:
