@@ -133,11 +133,11 @@ TURN_LEVEL_FRAMES = 5
 # Frames kept to read where a sound rose (BargeInParams.onset_rise_db), and
 # the least of them before it that give the line's level.
 ONSET_FRAMES = 12
-# A gap in the agent's audio this long or longer is heard as the agent
-# stopping (the metric's definition: a pause that resumes counts as a stop
-# unless the gap is under 150 ms).
-HEARD_GAP_S = 0.15
 ONSET_LINE_FRAMES = 4
+# A gap in the agent's audio this long or longer is heard as the agent
+# stopping: the controller's early hold stays under it, and the replay's
+# score counts a pause resumed after it as a stop (metrics.RESUMED_GAP_S).
+HEARD_GAP_S = 0.15
 CHARS_PER_SECOND = 15.0  # the agent's speaking rate when no playback marks arrive
 # How far past the played position the echo check still looks: a playback
 # mark comes at a word's start, the nominal rate drifts (one long word).
@@ -372,8 +372,9 @@ class BargeInController:
         self._streaming = StreamingWatch()
         self._word_lag = WordLag()
         self._vad_speaking = False
-        # The latest frames' (start, level) while the agent talks: where a
-        # sound's level rose before the VAD heard it (BargeInParams.onset_rise_db).
+        # The latest frames' (start, level), cleared at each reply's start:
+        # where a sound's level rose before the VAD heard it
+        # (BargeInParams.onset_rise_db), for a segment's length and WordLag.
         self._levels: deque[tuple[float, float]] = deque(maxlen=ONSET_FRAMES)
         # The level of the caller's last committed turn (its louder frames),
         # from the voiced frames heard while the agent was silent since the
@@ -559,7 +560,13 @@ class BargeInController:
         # (an FFT, once).
         frame_db: float | None = None
         rise: float | None = None
-        if audio is not None and len(audio) and self.params.onset_rise_db is not None:
+        if (
+            self.params.filters
+            and audio is not None
+            and len(audio)
+            and self.params.onset_rise_db is not None
+        ):
+            # (The raw VAD baseline reads no level: it stops at any onset.)
             if vad.started:
                 rise = self._rise_onset(vad.speech_start)
             frame_db = level if level is not None else frame_energy_db(audio, self.sample_rate)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from turnkit.barge_in.controller import HEARD_GAP_S
 from turnkit.replay.agent import Reply
 from turnkit.replay.live import LiveAgreement, combine
 from turnkit.replay.recording import Recording
@@ -246,8 +247,9 @@ def _tools(calls: list[CallScore]) -> dict[str, Any]:
 
 
 # A barge-in pause the agent resumed from counts as a stop unless its audio
-# gap was shorter than this (a hold that short is not heard as stopping).
-RESUMED_GAP_S = 0.15
+# gap was shorter than this (a hold that short is not heard as stopping):
+# the gap the barge-in controller's early hold is kept under.
+RESUMED_GAP_S = HEARD_GAP_S
 
 
 def stop_times(r: Reply) -> list[float]:

@@ -153,7 +153,7 @@ class PreemptiveMirror:
         draft's first token only delayed the reply. So the drafts hold
         commits unless LiveKit dropped the last one out at a commit."""
         self._judge()
-        return self.dropped == 0 or self._last_adopted
+        return self._last_adopted
 
     def _judge(self) -> None:
         """Whether LiveKit played or dropped the draft out at the last
@@ -175,10 +175,6 @@ class PreemptiveMirror:
     def _drafter(self) -> EagerDrafter | None:
         s = self._streams._stream()
         return None if s is None else s.drafter
-
-    def _now(self) -> float | None:
-        s = self._streams._stream()
-        return None if s is None else s.clock.now()
 
     @staticmethod
     def _preemptive_tts(activity: Any) -> bool:
@@ -208,12 +204,11 @@ class PreemptiveMirror:
                 self.doomed += 1
                 return
             self._gen = after
-            drafter, now = self._drafter(), self._now()
-            if drafter is None or now is None or not self.holding:
+            s = self._streams._stream()
+            if s is None or s.drafter is None or not self.holding:
                 return
-            if self._preemptive_tts(activity):
-                self._listen(getattr(activity, "tts", None), self._on_tts_metrics)
-            if drafter.on_eager(info.new_transcript, at=now) is not None:
+            # At the detector's audio time, as the replay starts its drafts.
+            if s.drafter.on_eager(info.new_transcript, at=s.clock.now()) is not None:
                 self.started += 1
 
         return on_preemptive_generation
