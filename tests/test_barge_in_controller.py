@@ -5,7 +5,7 @@ interruption; the metrics' rule for a resumed pause."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -653,11 +653,16 @@ def test_replay_resumes_after_a_false_interruption_and_scores_it(
     # booking-think-03 with a recogniser 250 ms late: the "uh-huh" and
     # "mm-hmm" backchannels are held from their audio and released when
     # they end (under 150 ms); the reply plays on to its end, later by the
-    # hold. (The controller as a host that does not know its recogniser's
-    # delay configures it: told it, it takes no early hold at 250 ms.)
+    # hold. (The controller configured to take the early hold however late
+    # the words: told the delay, learning it from the caller's turns or
+    # timing the words after each onset, it takes none at 250 ms.)
     import turnkit.replay.simulator as simulator
 
-    monkeypatch.setattr(simulator, "barge_in_params", lambda config: BargeInParams())
+    monkeypatch.setattr(
+        simulator,
+        "barge_in_params",
+        lambda config: BargeInParams(word_delay_s=0.0, hold_word_lag_s=None),
+    )
     rec = load_recording(REC / "booking-think-03")
     score = asyncio.run(replay_call(rec, "silence", ReplayConfig(stt_delay_ms=250)))
     resumed = [r for r in score.replies if any(p[1] is not None for p in r["pauses"])]
@@ -734,7 +739,13 @@ def test_a_streaming_prefix_of_an_acknowledgement_waits_for_the_next_word() -> N
 
 
 def _replay_with(rec: Recording, params: BargeInParams, monkeypatch: pytest.MonkeyPatch) -> object:
+    """The call with words 250 ms late and the controller taking them for on
+    time (``word_delay_s`` 0: it neither is told the delay nor learns it), so
+    the early hold it would then skip is what these tests look at."""
     import turnkit.replay.simulator as simulator
+
+    if params.word_delay_s is None:
+        params = replace(params, word_delay_s=0.0)
 
     class Configured(BargeInController):
         def __init__(self, clock: VirtualClock, language: str = "en", *a: object, **kw: object):
@@ -1140,27 +1151,28 @@ def test_the_early_hold_is_for_words_that_come_in_time(late_s: float) -> None:
     assert end[0] <= rec.caller_turns[1].words[0].end + late_s + 0.05
 
 
-@pytest.mark.parametrize("known", [False, True])
+@pytest.mark.parametrize("told", [None, 0.15, 0.0])
 def test_words_known_to_come_late_take_no_early_hold(
-    known: bool, monkeypatch: pytest.MonkeyPatch
+    told: float | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # phone-digits-02: "okay" (0.35 s) under the agent reading the number
     # back, the words 150 ms late. Held 0.21 s in on its audio, it is still
     # sounding at the hold's end, so the hold stands until "okay" is
     # written, 0.32 s after it began: a gap the caller hears as the agent
     # stopping. Told the recogniser's delay (as the replay tells it its
-    # --stt-delay-ms), the controller takes no early hold it could not end
-    # within 150 ms; the caller's onsets alone (a turn's short first word)
-    # read those words as in time.
+    # --stt-delay-ms), or learning it from the caller's turns before (a live
+    # host: None), the controller takes no early hold it could not end
+    # within 150 ms. Told the words are on time (0.0), it holds and the
+    # agent is heard stopping: the caller's onsets alone (a turn's short
+    # first word) read those words as in time.
     import turnkit.replay.simulator as simulator
 
     rec = load_recording(REC / "phone-digits-02")
-    if not known:
-        monkeypatch.setattr(simulator, "barge_in_params", lambda config: BargeInParams())
+    monkeypatch.setattr(simulator, "barge_in_params", lambda config: BargeInParams(word_delay_s=told))
     score = asyncio.run(replay_call(rec, "fused", ReplayConfig(compute="fixed", stt_delay_ms=150)))
     okay = [e for e in score.events if e.kind == "backchannel" and abs(e.start - 16.717) < 0.01]
     assert len(okay) == 1 and okay[0].agent_speaking
-    assert okay[0].stopped is (not known)
+    assert okay[0].stopped is (told == 0.0)
     late = BargeInController(VirtualClock(), params=BargeInParams(word_delay_s=0.15))
     assert late.words_late
     assert not BargeInController(VirtualClock(), params=BargeInParams(word_delay_s=0.0)).words_late
@@ -1185,3 +1197,34 @@ def test_word_lag_is_the_median_first_words_after_an_onset() -> None:
     lag.audio(True, t + 3.0, True, t + 3.1, t + 3.1)
     lag.words(t + 3.9)
     assert sorted(lag._lags) == pytest.approx([0.3, 0.5, 0.6, 0.9])
+
+
+def test_word_lag_learns_how_late_a_runs_last_words_come() -> None:
+    lag = WordLag()
+    assert lag.after_s is None
+    # A turn (1.0-2.2 s) whose last words came 0.25 s after the VAD closed it,
+    # then quiet: timed once the next sound begins 1 s later.
+    lag.audio(True, 1.0, True, 1.1, 1.1)
+    lag.words(1.6)
+    lag.audio(False, 1.0, False, 2.2, 2.4)
+    lag.words(2.45)
+    assert lag.after_s is None  # not timed while the caller may go on
+    lag.audio(True, 3.2, True, 3.3, 3.3)
+    assert lag.after_s == pytest.approx(0.25)
+    # A run the caller went on from within 0.6 s times nothing (its last
+    # words may come among the next run's).
+    lag.audio(False, 3.2, False, 3.8, 3.9)
+    lag.words(3.85)
+    lag.audio(True, 4.1, True, 4.2, 4.2)
+    assert len(lag._after) == 1
+    # Words in time (before the VAD closed the run) count as no delay; a run
+    # given up 1.5 s after its end is timed then.
+    lag.words(4.5)
+    lag.audio(False, 4.1, False, 4.6, 4.7)
+    lag.audio(False, 4.1, False, 4.6, 6.2)
+    assert sorted(lag._after) == pytest.approx([0.0, 0.25])
+    # A sound no words came for (a cough) times nothing.
+    lag.audio(True, 7.0, True, 7.1, 7.1)
+    lag.audio(False, 7.0, False, 7.2, 7.3)
+    lag.audio(True, 9.0, True, 9.1, 9.1)
+    assert len(lag._after) == 2

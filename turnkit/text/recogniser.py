@@ -138,6 +138,14 @@ LAG_SAMPLES = 3
 # A sound no words came for within this long after it ended (a cough, a
 # line noise, words the recogniser dropped) times nothing.
 LAG_GIVE_UP_S = 1.5
+# A run of speech followed by at least this much quiet times how late its
+# last words came after it ended (WordLag.after_s); one the caller went on
+# from sooner does not (its last words may come after the next onset, among
+# the next run's). Caller turns and backchannels are followed by more.
+AFTER_QUIET_S = 0.6
+# Words written this soon after the VAD closed their run came in time: the
+# VAD's verdicts and a host's transcripts both land on its 32 ms frames.
+IN_TIME_S = 0.04
 
 
 class WordLag:
@@ -149,13 +157,26 @@ class WordLag:
 
     def __init__(self, keep: int = 15) -> None:
         self._lags: deque[float] = deque(maxlen=keep)
+        self._after: deque[float] = deque(maxlen=keep)
         self._onset: float | None = None  # the oldest onset no words came for yet
         self._last_speech: float | None = None
+        # The latest run of speech: its end once the VAD closed it, and when
+        # words last came since its onset.
+        self._run_open = False
+        self._run_end: float | None = None
+        self._run_words: float | None = None
 
     def audio(self, started: bool, onset: float, speaking: bool, speech_end: float, now: float) -> None:
         """One VAD verdict: ``started`` confirms speech from ``onset``."""
+        if started:
+            self._end_run(onset)
+            self._run_open, self._run_end, self._run_words = True, None, None
         if started and self._onset is None:
             self._onset = onset
+        if self._run_open and not speaking and self._run_end is None:
+            self._run_end = speech_end
+        if self._run_end is not None and now - self._run_end > LAG_GIVE_UP_S:
+            self._end_run(None)
         if speaking:
             self._last_speech = speech_end
         elif (
@@ -170,6 +191,21 @@ class WordLag:
         if self._onset is not None:
             self._lags.append(max(0.0, now - self._onset))
             self._onset = None
+        if self._run_open:
+            self._run_words = now
+
+    def _end_run(self, next_onset: float | None) -> None:
+        """The latest run is over for timing (``next_onset``: speech again,
+        else given up): its last words' delay after its end, where words
+        came for it and the quiet after it was long enough."""
+        end, words = self._run_end, self._run_words
+        quiet = next_onset is None or (end is not None and next_onset - end >= AFTER_QUIET_S)
+        if self._run_open and end is not None and words is not None and quiet:
+            # Words written before the VAD closed the run, or within a
+            # frame of it, came in time (0).
+            late = words - end
+            self._after.append(late if late > IN_TIME_S else 0.0)
+        self._run_open, self._run_end, self._run_words = False, None, None
 
     @property
     def lag_s(self) -> float | None:
@@ -177,3 +213,17 @@ class WordLag:
         if len(self._lags) < LAG_SAMPLES:
             return None
         return float(sorted(self._lags)[len(self._lags) // 2])
+
+    @property
+    def after_s(self) -> float | None:
+        """How long after a run of speech ends (where the VAD heard it end)
+        its last words come: the recogniser's delay on a word, less the
+        VAD's trail past the word's end. The lower median over the latest
+        runs followed by quiet (a caller's turn, a backchannel), from the
+        first (most calls have one turn before the agent's first reply);
+        None before. Lower: a run the VAD
+        closed early (a soft last syllable) times words later than they
+        came, never sooner."""
+        if not self._after:
+            return None
+        return float(sorted(self._after)[(len(self._after) - 1) // 2])
