@@ -1220,6 +1220,35 @@ async def test_a_decision_waits_for_the_words_of_a_segment_not_yet_written(spec:
     assert ep.segment_timeouts == 1
 
 
+@pytest.mark.parametrize("spec", ["smart-turn", "fused"])
+async def test_a_drafting_host_gets_an_end_for_a_run_no_words_came_for(spec: str) -> None:
+    """A segmented recogniser that writes nothing for a run (a cough, or
+    words taken for another run's): the end is due at the STT's p99, and
+    with a drafter attached (every replay, the Pipecat and LiveKit hosts)
+    that end was put off "for a draft first", a draft no eager signal asks
+    for while words are owed: no end, ever, until the caller spoke again
+    (`turnkit replay recordings --stt segmented`: fused and smart-turn left
+    17 and 18 of 66 turns unanswered). It now comes at the wait's end, with
+    or without a drafter."""
+    from turnkit.drafting.drafter import DraftParams, EagerDrafter
+
+    d = DetectorDriver(spec)
+    d.det.set_recogniser("segmented", 900.0)
+    d.det.attach_drafter(EagerDrafter(d.clock, DraftParams(first_token_ms=350)))
+    await d.silence(0.3)
+    await d.feed([0.9] * 16, level=0.1)  # "I'd like to"
+    await d.silence(0.16)
+    await d.say("i'd like to", spoken_until=d.t - 0.16)  # that run's words
+    await d.feed([0.9] * 16, level=0.1)  # a run no words come for
+    spoken = d.t
+    await d.silence(1.5)
+    ends = d.ends()
+    assert len(ends) == 1, d.signals
+    waited = (ends[0][0] - spoken) * 1000
+    assert 900 - 100 <= waited <= 900 + 2 * FRAME_S * 1000, waited
+    assert "no words for the last speech" in ends[0][1].reason
+
+
 @pytest.mark.parametrize("spec", ["silence:stop_ms=300", "fused:audio=off", "smart-turn"])
 async def test_words_later_than_the_stt_p99_end_the_turn_on_them(spec: str) -> None:
     """Live, Whisper took 1.63 s for "Correct." against the example agent's

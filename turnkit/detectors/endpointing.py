@@ -1138,8 +1138,15 @@ class Endpointing:
         p = pause.score.p if pause.score is not None else None
         # With a drafting host, a commit due before a draft sent now could
         # have its first token (due now included) drafts first: the reply
-        # comes as soon, and the caller has that long to go on uncut.
-        draft_first = not pause.eager_sent and p is not None and self._commit_due(wait - silent_ms)
+        # comes as soon, and the caller has that long to go on uncut. Not
+        # while the last speech's words are owed: no draft is asked for
+        # then (below), and a commit put off for one never came.
+        draft_first = (
+            not segment_owed
+            and not pause.eager_sent
+            and p is not None
+            and self._commit_due(wait - silent_ms)
+        )
         if (
             silent_ms >= wait - 1e-6
             and not draft_first
