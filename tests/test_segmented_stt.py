@@ -14,7 +14,7 @@ import numpy as np
 
 from turnkit.frames import AudioInFrame, TranscriptFrame
 from turnkit.pipeline import CollectSink, Pipeline
-from turnkit.replay.oracle import OracleTranscriber, oracle_words
+from turnkit.replay.oracle import VAD_TRAIL_S, OracleTranscriber, oracle_words
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
 
@@ -64,8 +64,9 @@ def test_each_run_of_speech_is_written_whole_once_the_vad_closed_it() -> None:
     for frame, (_, end) in zip(segmented, spans, strict=True):
         assert frame.is_final and not frame.words
         assert frame.at == frame.spoken_until
-        # The run ends with its last word (spread over the span: within a frame).
-        assert 0.0 <= end + 0.096 + 0.5 - frame.at < 0.032
+        # The run ends with its last word (spread over the span: within a
+        # frame), and a VAD hears it VAD_TRAIL_S longer.
+        assert 0.0 <= end + VAD_TRAIL_S + 0.096 + 0.5 - frame.at < 0.032
     assert streamed[-1].text == segmented[-1].text
     assert all(f.words for f in streamed)
 
