@@ -115,6 +115,24 @@ def test_a_caller_reading_the_number_the_reply_will_read_back_is_heard() -> None
     assert not turn.missed and turn.response_ms is not None, turn
 
 
+def test_a_fast_segmented_recogniser_leaves_no_turn_unanswered() -> None:
+    """appointment-natural-13, Whisper behind a VAD with no model time
+    (``--stt-delay-ms 0``): "Hello I need to move my appointment to another
+    day." was written as the replay's VAD still heard its fading end, taken
+    for the runs before, and the turn's commit, due at the segment's
+    ceiling, waited for a draft first that no eager signal asks for while
+    words are owed: no reply at all (fused and smart-turn: 17 and 18 of the
+    demo's 66 turns). Every turn is answered now, the first on its words."""
+    rec = load_recording(ROOT / "recordings" / "appointment-natural-13")
+    got: list = []
+    cfg = ReplayConfig(compute="fixed", stt="segmented")
+    score = asyncio.run(replay_call(rec, "fused", cfg, observe=lambda a: got.extend(a.decisions)))
+    assert [t.turn for t in score.turns if t.missed] == []
+    first = rec.caller_turns[0]
+    ends = [d for d in got if first.end < d.at < first.end + 1.0]
+    assert len(ends) == 1 and "p_text" in ends[0].reason, ends
+
+
 def test_cli_stt_option(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     cmd = [
