@@ -67,7 +67,7 @@ from turnkit.replay.live import (
 )
 from turnkit.replay.llm_source import SYSTEM_PROMPT, LiveEngine, ModelTTFT, TTFTSource
 from turnkit.replay.metrics import CallScore, ToolFigures, score_call
-from turnkit.replay.oracle import OracleTranscriber, oracle_words
+from turnkit.replay.oracle import VAD_TRAIL_S, OracleTranscriber, oracle_words
 from turnkit.replay.recording import AgentTurn, Recording, RecordingError, load_recording
 from turnkit.replay.reference import ReferenceFeeder
 from turnkit.text.recogniser import RecogniserKind
@@ -469,12 +469,17 @@ async def replay_call(
     detector.set_compute(compute)
     if config.stt == "segmented":
         # As a host that runs one says, with the longest its words take
-        # after a run of speech: the schedule below (VAD close, delay,
-        # jitter) counts from the last word's end, which the VAD's speech
-        # end can precede by a frame or two.
+        # after a run of speech: the schedule below (the run's end as a VAD
+        # hears it, VAD close, delay, jitter) counts from the last word's
+        # labelled end, which the VAD's speech end can precede by a frame
+        # or two, or pass by less than the typical trail.
         detector.set_recogniser(
             "segmented",
-            config.vad_stop_ms + config.stt_delay_ms + config.stt_jitter_ms + SEGMENT_MARGIN_MS,
+            VAD_TRAIL_S * 1000
+            + config.vad_stop_ms
+            + config.stt_delay_ms
+            + config.stt_jitter_ms
+            + SEGMENT_MARGIN_MS,
         )
     vad = VADAnalyzer(
         params=VADParams(
