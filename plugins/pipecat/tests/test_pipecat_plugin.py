@@ -34,7 +34,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import run_test
-from turnkit.replay.oracle import oracle_words
+from turnkit.replay.oracle import VAD_TRAIL_S, oracle_words
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
 
@@ -107,7 +107,8 @@ def test_segmented_frames_write_each_run_whole_once_the_vad_closed_it() -> None:
             closed[w.segment] = closed.get(w.segment, 0) + 1
     assert len(written) == len(runs)
     for (seg, _), ws in runs.items():
-        due = max(w.end for w in ws) + 0.2 + 0.3
+        # The run ends where a VAD hears it: VAD_TRAIL_S past its last word.
+        due = max(w.end for w in ws) + VAD_TRAIL_S + 0.2 + 0.3
         got = next(x for x in written if x[1] == seg and x[2] == " ".join(w.text for w in ws))
         assert due <= got[0] < due + 0.032 + 1e-9
 
