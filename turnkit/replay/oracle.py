@@ -11,10 +11,10 @@ transcript) writes each word ``delay`` after it is said, with its times;
 example agent's) writes each run of speech whole once the VAD has closed it
 (its end as a VAD hears it, plus the VAD's stop time) and the model has run
 (``delay``), with no word times: a host stamps such a transcript with its
-arrival, as the replay then does. A number read out and written as one token ("1223247942") is
-revealed digit by digit, as a streaming recogniser writes it. Text is
-normalised as a streaming recogniser emits it: lower case, no punctuation
-except in-word apostrophes and hyphens.
+arrival, as the replay then does. A number read out and written as one
+token ("1223247942") is revealed digit by digit, as a streaming recogniser
+writes it. Text is normalised as a streaming recogniser emits it: lower
+case, no punctuation except in-word apostrophes and hyphens.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ that writes whole runs has written the latest one yet (``segmented``,
 that run.
 
 :class:`WordLag` says how long after the caller's speech begins its first
-words arrive (the first word's length plus the recogniser's delay): the
+words arrive (the first word's length plus the recogniser's delay), and how
+long after a run of speech ends its last words do (the delay itself): the
 barge-in controller takes its early hold, which waits for the words, only
 while they come in time for it.
 
@@ -221,9 +222,8 @@ class WordLag:
         VAD's trail past the word's end. The lower median over the latest
         runs followed by quiet (a caller's turn, a backchannel), from the
         first (most calls have one turn before the agent's first reply);
-        None before. Lower: a run the VAD
-        closed early (a soft last syllable) times words later than they
-        came, never sooner."""
+        None before. Lower: a run the VAD closed early (a soft last
+        syllable) times words later than they came, never sooner."""
         if not self._after:
             return None
         return float(sorted(self._after)[(len(self._after) - 1) // 2])
