@@ -1136,17 +1136,15 @@ class Endpointing:
             # Its own ceiling, not the policy's: the words' time is the STT's.
             wait = max(wait, self.segment_wait_ms)
         p = pause.score.p if pause.score is not None else None
+        # Whether this pause can still send its eager signal: a score, none
+        # sent yet, and not while the last speech's words are owed.
+        can_signal = not segment_owed and not pause.eager_sent and p is not None
         # With a drafting host, a commit due before a draft sent now could
         # have its first token (due now included) drafts first: the reply
-        # comes as soon, and the caller has that long to go on uncut. Not
-        # while the last speech's words are owed: no draft is asked for
-        # then (below), and a commit put off for one never came.
-        draft_first = (
-            not segment_owed
-            and not pause.eager_sent
-            and p is not None
-            and self._commit_due(wait - silent_ms)
-        )
+        # comes as soon, and the caller has that long to go on uncut. Only
+        # where the signal that starts that draft goes out (below): a commit
+        # put off for a draft never asked for never came.
+        draft_first = can_signal and self._commit_due(wait - silent_ms)
         if (
             silent_ms >= wait - 1e-6
             and not draft_first
@@ -1162,11 +1160,8 @@ class Endpointing:
                 end.reason += f" (no words for the last speech in {silent_ms:.0f} ms: STT p99)"
             out.append(end)
             return out
-        if (
-            not segment_owed
-            and not pause.eager_sent
-            and p is not None
-            and (draft_first or (policy.eager is not None and p >= policy.eager))
+        if can_signal and (
+            draft_first or (policy.eager is not None and p is not None and p >= policy.eager)
         ):
             pause.eager_sent = True
             self.signalled = True  # speech after this yields TurnResumedFrame
