@@ -14,7 +14,15 @@ import numpy as np
 
 from turnkit.frames import AudioInFrame, TranscriptFrame
 from turnkit.pipeline import CollectSink, Pipeline
-from turnkit.replay.oracle import VAD_TRAIL_S, OracleTranscriber, oracle_words
+from turnkit.replay.oracle import (
+    VAD_TRAIL_S,
+    OracleTranscriber,
+    SpeechRun,
+    TimedWord,
+    oracle_words,
+    schedule,
+    vad_runs,
+)
 from turnkit.replay.recording import load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
 
@@ -27,7 +35,13 @@ def _sent(segmented: bool, delay_s: float, close_s: float = 0.096) -> list[Trans
 
     async def run() -> list[TranscriptFrame]:
         sink = CollectSink()
-        oracle = OracleTranscriber(oracle_words(rec), delay_s, segmented=segmented, close_s=close_s)
+        oracle = OracleTranscriber(
+            oracle_words(rec),
+            delay_s,
+            segmented=segmented,
+            close_s=close_s,
+            runs=vad_runs(rec) if segmented else None,
+        )
         pipe = Pipeline([oracle, sink])
         await pipe.start()
         k = 0
@@ -47,12 +61,14 @@ def test_each_run_of_speech_is_written_whole_once_the_vad_closed_it() -> None:
     """travel-natural-16's second turn, "From Chicago, | and uh | I'd like
     to leave in the morning.", three runs of speech: a streaming recogniser
     writes it word by word with times; a segmented one writes each run in
-    one final, its end + the VAD's stop time + the model's delay after it
-    is said, stamped with that arrival and carrying no word times."""
+    one final once the VAD heard it end and closed it, plus the model's
+    delay, stamped with that arrival and carrying no word times."""
     rec = load_recording(CALL)
     turn = rec.caller_turns[1]
     spans = turn.speech_spans()
     assert len(spans) == 3
+    runs = [r for r in vad_runs(rec) if turn.start - 0.1 < r.end < turn.end + 0.5]
+    assert len(runs) == 3
     streamed = [f for f in _sent(False, 0.0) if f.at > turn.start]
     segmented = [f for f in _sent(True, 0.5) if f.at > turn.start]
     assert len(streamed) > len(segmented) == 3
@@ -61,14 +77,44 @@ def test_each_run_of_speech_is_written_whole_once_the_vad_closed_it() -> None:
         "from chicago and uh",
         "from chicago and uh i'd like to leave in the morning",
     ]
-    for frame, (_, end) in zip(segmented, spans, strict=True):
+    for frame, (_, end), run in zip(segmented, spans, runs, strict=True):
         assert frame.is_final and not frame.words
         assert frame.at == frame.spoken_until
-        # The run ends with its last word (spread over the span: within a
-        # frame), and a VAD hears it VAD_TRAIL_S longer.
-        assert 0.0 <= end + VAD_TRAIL_S + 0.096 + 0.5 - frame.at < 0.032
+        assert abs(frame.at - (run.closed + 0.5)) < 1e-9
+        # The VAD hears the run end past its last word (a fading end) and
+        # closes it its stop time (96 ms, three frames) after that.
+        assert end - 0.032 < run.end < end + 0.2
+        assert abs(run.closed - run.end - 0.096) < 1e-6
     assert streamed[-1].text == segmented[-1].text
     assert all(f.words for f in streamed)
+
+
+def test_a_run_the_vad_splits_is_written_in_its_parts() -> None:
+    """One labelled run of speech ("i'd like to | book a table", no pause
+    marked) that the VAD hears as two runs (a short pause, as telephone
+    audio often gives it): a recogniser behind that VAD writes "i'd like
+    to" once the first is closed, not with the rest once the whole labelled
+    run has ended (the detector would judge the pause on no words at all).
+    A word no VAD run holds (a murmur under its threshold) goes out with
+    its labelled run: as heard past the label, closed, and the delay."""
+    said = [("i'd", 1.0), ("like", 1.25), ("to", 1.5), ("book", 2.0), ("a", 2.25), ("table", 2.5)]
+    words = [TimedWord(w, at, at + 0.25, 0, w == "table") for w, at in said]
+    words.append(TimedWord("mm", 5.0, 5.3, 1, True))
+    runs = [SpeechRun(0.96, 1.8, 1.896), SpeechRun(2.02, 2.82, 2.916)]
+    ordered, due = schedule(words, 0.2, segmented=True, close_s=0.096, runs=runs)
+    got = {w.text: round(d, 3) for w, d in zip(ordered, due, strict=True)}
+    assert got == {
+        "i'd": 2.096,
+        "like": 2.096,
+        "to": 2.096,
+        "book": 3.116,
+        "a": 3.116,
+        "table": 3.116,
+        "mm": round(5.3 + VAD_TRAIL_S + 0.096 + 0.2, 3),
+    }
+    # Without the VAD's runs, the labelled run goes out whole.
+    _, whole = schedule(words, 0.2, segmented=True, close_s=0.096)
+    assert len(set(whole[:6])) == 1
 
 
 def test_a_segmented_replay_waits_for_what_the_recogniser_has_not_written() -> None:

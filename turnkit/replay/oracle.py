@@ -9,35 +9,112 @@ Two kinds of recogniser (``--stt``): ``streaming`` (Deepgram, a live interim
 transcript) writes each word ``delay`` after it is said, with its times;
 ``segmented`` (Whisper behind a VAD: Pipecat's ``WhisperSTTService``, the
 example agent's) writes each run of speech whole once the VAD has closed it
-(its end as a VAD hears it, plus the VAD's stop time) and the model has run
-(``delay``), with no word times: a host stamps such a transcript with its
-arrival, as the replay then does. A number read out and written as one
-token ("1223247942") is revealed digit by digit, as a streaming recogniser
-writes it. Text is normalised as a streaming recogniser emits it: lower
+and the model has run (``delay``), with no word times: a host stamps such a
+transcript with its arrival, as the replay then does. The runs are the ones
+the session's VAD hears in the caller's audio (:func:`vad_runs`): where it
+splits a labelled run at a short pause, each part's words come once that
+part is closed, as a live recogniser behind it writes them. A number read
+out and written as one token ("1223247942") is revealed digit by digit, as
+a streaming recogniser writes it. Text is normalised as a streaming recogniser emits it: lower
 case, no punctuation except in-word apostrophes and hyphens.
 """
 
 from __future__ import annotations
 
+import bisect
 import random
 from dataclasses import dataclass
 
+import numpy as np
+
+from turnkit.audio import FRAME_SAMPLES, SAMPLE_RATE
+from turnkit.audio.timeline import AudioTimeline
+from turnkit.audio.vad import VADAnalyzer, VADParams
+from turnkit.barge_in.echo import EchoFilter
+from turnkit.clock import VirtualClock
 from turnkit.frames import AudioInFrame, Frame, TranscriptFrame, Word
 from turnkit.pipeline import FrameDirection, FrameProcessor
 from turnkit.replay.recording import Recording
 from turnkit.text.normalize import normalize_text
 from turnkit.text.numerals import READ_OUT_DIGITS, spoken_number
 
-__all__ = ["OracleTranscriber", "TimedWord", "normalize_text", "oracle_words", "schedule"]
+__all__ = [
+    "OracleTranscriber",
+    "SpeechRun",
+    "TimedWord",
+    "normalize_text",
+    "oracle_words",
+    "schedule",
+    "vad_runs",
+]
 
 # How far past a run's labelled end a VAD like the replay's (Silero, 0.5)
 # hears it go on: a word's fading end. Median over the demo corpus's span
 # ends, 142 of them: 0.092 s (p10 0.059, p90 0.144); the held-out
-# telephone set's tuning half: 0.076 s. A recogniser behind such a VAD
-# closes the run its stop time after that, not after the label: writing
-# at the label plus the stop time, its words landed while the replay's own
-# VAD still heard the run, and were taken for the runs before.
+# telephone set's tuning half: 0.076 s. Only for words no VAD run holds
+# (a murmur under the threshold): a recogniser behind the VAD closes their
+# run its stop time after that, not after the label.
 VAD_TRAIL_S = 0.09
+# How far from a VAD run a word's middle may lie and still be in it: the
+# VAD's edges trail or lead a word's labelled edges by a frame or a few
+# (its onset needs ``start_ms`` of speech; a fading end goes on).
+RUN_REACH_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechRun:
+    """One run of speech as a segmenting VAD hears it: its onset, its last
+    speech frame's end, and when the VAD closed it (``stop_ms`` of quiet
+    later), which is when a recogniser behind it gets the run's audio."""
+
+    start: float
+    end: float
+    closed: float
+
+
+def vad_runs(
+    rec: Recording, params: VADParams | None = None, echo: EchoFilter | None = None
+) -> list[SpeechRun]:
+    """The runs of speech a VAD with ``params`` hears in the caller's audio
+    behind ``echo`` (the session's echo filter, its reference set), on the
+    frames every host's replay reads: the replay's own VAD, run ahead (a
+    live recogniser is behind that VAD). The line stays quiet past the
+    file's end until a run still open closes."""
+    timeline = AudioTimeline(VirtualClock(), echo=echo, vad=VADAnalyzer(params=params))
+    runs: list[SpeechRun] = []
+    frame_s = FRAME_SAMPLES / SAMPLE_RATE
+    at = 0.0
+
+    def step(chunk: np.ndarray) -> None:
+        vad = timeline.step(chunk, at).vad
+        assert vad is not None
+        if vad.stopped:
+            runs.append(SpeechRun(vad.speech_start, vad.speech_end, at + frame_s))
+
+    for start, chunk in rec.caller_frames(SAMPLE_RATE, FRAME_SAMPLES):
+        at = start / SAMPLE_RATE
+        step(chunk)
+    silence = np.zeros(FRAME_SAMPLES, dtype=np.float32)
+    while timeline.vad.speaking:
+        at += frame_s
+        step(silence.copy())
+    return runs
+
+
+def _run_of(word: TimedWord, runs: list[SpeechRun], starts: list[float]) -> int | None:
+    """The VAD run that holds ``word`` (its middle inside, or the nearest
+    within :data:`RUN_REACH_S`); None where no run is that near."""
+    mid = 0.5 * (word.start + word.end)
+    i = bisect.bisect_right(starts, mid) - 1  # the last run begun by its middle
+    best: int | None = None
+    gap = RUN_REACH_S
+    for j in (i, i + 1):
+        if 0 <= j < len(runs):
+            r = runs[j]
+            d = max(r.start - mid, mid - r.end, 0.0)
+            if d <= gap:
+                best, gap = j, d
+    return best
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,12 +261,13 @@ class OracleTranscriber(FrameProcessor):
         *,
         segmented: bool = False,
         close_s: float = 0.0,
+        runs: list[SpeechRun] | None = None,
     ) -> None:
         super().__init__()
         self.delay_s = delay_s
         self.segmented = segmented
         self._words, self._due = schedule(
-            words, delay_s, jitter_s, seed, segmented=segmented, close_s=close_s
+            words, delay_s, jitter_s, seed, segmented=segmented, close_s=close_s, runs=runs
         )
         self._next = 0
         # Per segment: its words and its text so far (extended, not rebuilt).
@@ -255,15 +333,17 @@ def schedule(
     *,
     segmented: bool = False,
     close_s: float = 0.0,
+    runs: list[SpeechRun] | None = None,
 ) -> tuple[list[TimedWord], list[float]]:
     """``words`` in the order a recogniser writes them, and when each goes
-    out: ``delay_s`` after it ends (``segmented``: after its run of speech
-    ends, as a VAD hears it (:data:`VAD_TRAIL_S` past the label), and
-    ``close_s``, the VAD's stop time, has closed it; a run's words
-    together), plus up to ``jitter_s`` more (a recogniser over a network:
-    some results come late; seeded), never before the word ahead of it
-    (results come in order). Every host's replay reveals the words by
-    this one schedule."""
+    out: ``delay_s`` after it ends (``segmented``: after the VAD closed its
+    run of speech, ``runs`` from :func:`vad_runs`; a run's words together),
+    plus up to ``jitter_s`` more (a recogniser over a network: some results
+    come late; seeded), never before the word ahead of it (results come in
+    order). A segmented word no VAD run holds, or every word where ``runs``
+    is None, goes out with its labelled run: its end as a VAD hears it
+    (:data:`VAD_TRAIL_S` past the label) plus ``close_s``, the VAD's stop
+    time. Every host's replay reveals the words by this one schedule."""
     ordered = sorted(words, key=lambda w: w.end + delay_s)
     rng = random.Random(seed)
 
@@ -271,15 +351,22 @@ def schedule(
         return rng.uniform(0.0, jitter_s) if jitter_s > 0 else 0.0
 
     due: list[float] = []
-    runs = _runs(ordered) if segmented else None
+    labelled = _runs(ordered) if segmented else None
+    starts = [r.start for r in runs or ()]
     run_due: dict[tuple[int, int], float] = {}
     for i, w in enumerate(ordered):
-        if runs is None:
+        if labelled is None:
             at = w.end + delay_s + late()
         else:
-            key, end = runs[i]
+            heard = _run_of(w, runs, starts) if runs else None
+            if heard is not None:
+                key: tuple[int, int] = (-1, heard)
+                closed = runs[heard].closed  # type: ignore[index]
+            else:
+                key, end = labelled[i]
+                closed = end + VAD_TRAIL_S + close_s
             if key not in run_due:
-                run_due[key] = end + VAD_TRAIL_S + close_s + delay_s + late()
+                run_due[key] = closed + delay_s + late()
             at = run_due[key]
         due.append(max(at, due[-1]) if due else at)
     return ordered, due

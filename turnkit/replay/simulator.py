@@ -67,7 +67,7 @@ from turnkit.replay.live import (
 )
 from turnkit.replay.llm_source import SYSTEM_PROMPT, LiveEngine, ModelTTFT, TTFTSource
 from turnkit.replay.metrics import CallScore, ToolFigures, score_call
-from turnkit.replay.oracle import VAD_TRAIL_S, OracleTranscriber, oracle_words
+from turnkit.replay.oracle import OracleTranscriber, SpeechRun, oracle_words, vad_runs
 from turnkit.replay.recording import AgentTurn, Recording, RecordingError, load_recording
 from turnkit.replay.reference import ReferenceFeeder
 from turnkit.text.recogniser import RecogniserKind
@@ -80,8 +80,10 @@ __all__ = [
     "barge_in_filters",
     "call_seed",
     "open_line_until",
+    "recogniser_runs",
     "replay_call",
     "replay_many",
+    "replay_vad_params",
 ]
 
 log = logging.getLogger(__name__)
@@ -94,8 +96,8 @@ CHARS_PER_SECOND = 15.0
 # the part said, need 1.24-4.5 (7 of 240 in the barge-in sets under 1.25,
 # read as said whole).
 FASTEST_SPEECH = 1.25
-# The VAD's speech end can come a frame or two before the last word's end,
-# which the replay's segmented recogniser counts its delay from.
+# Slack on a segmented recogniser's words past the run's close and delay:
+# the replay reveals them on the frame after they are due.
 SEGMENT_MARGIN_MS = 64.0
 
 
@@ -375,6 +377,23 @@ def barge_in_filters(
     return policy, [EchoGateProcessor(echo)], "agent.wav"
 
 
+def replay_vad_params(config: ReplayConfig) -> VADParams:
+    """The session VAD's settings (``--vad-*``)."""
+    return VADParams(
+        threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
+    )
+
+
+def recogniser_runs(rec: Recording, config: ReplayConfig) -> list[SpeechRun]:
+    """The runs of speech a segmented recogniser writes whole: those the
+    session's VAD hears behind the same echo filter (the example Pipecat
+    agent's Whisper is fed that VAD's segments), run ahead over the same
+    frames, so every host's replay closes a run where the live VAD would."""
+    _, gate, _ = barge_in_filters(rec, rec.caller_samples(SAMPLE_RATE), VirtualClock(), config)
+    echo = next((p.echo for p in gate if isinstance(p, EchoGateProcessor)), None)
+    return vad_runs(rec, replay_vad_params(config), echo)
+
+
 async def replay_agent(
     rec: Recording,
     clock: VirtualClock,
@@ -467,25 +486,18 @@ async def replay_call(
     detector = create_detector(detector_spec, clock)
     compute = config.compute if config.count_compute else "none"
     detector.set_compute(compute)
+    vad_params = replay_vad_params(config)
+    runs = None
     if config.stt == "segmented":
         # As a host that runs one says, with the longest its words take
-        # after a run of speech: the schedule below (the run's end as a VAD
-        # hears it, VAD close, delay, jitter) counts from the last word's
-        # labelled end, which the VAD's speech end can precede by a frame
-        # or two, or pass by less than the typical trail.
+        # after a run of speech: the schedule below (the VAD's close of the
+        # run, delay, jitter).
         detector.set_recogniser(
             "segmented",
-            VAD_TRAIL_S * 1000
-            + config.vad_stop_ms
-            + config.stt_delay_ms
-            + config.stt_jitter_ms
-            + SEGMENT_MARGIN_MS,
+            config.vad_stop_ms + config.stt_delay_ms + config.stt_jitter_ms + SEGMENT_MARGIN_MS,
         )
-    vad = VADAnalyzer(
-        params=VADParams(
-            threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
-        )
-    )
+        runs = recogniser_runs(rec, config)
+    vad = VADAnalyzer(params=vad_params)
     rng = random.Random(call_seed(config, rec.id, detector_spec))
     model_ttft = ModelTTFT(LatencyModel.parse(config.llm_ttft_ms), rng)
     llm: TTFTSource = (
@@ -517,6 +529,7 @@ async def replay_call(
                 seed=call_seed(config, rec.id, "stt"),
                 segmented=config.stt == "segmented",
                 close_s=config.vad_stop_ms / 1000,
+                runs=runs,
             ),
             TurnDetectorProcessor(detector),
             agent,

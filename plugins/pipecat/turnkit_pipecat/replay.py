@@ -47,7 +47,6 @@ from pipecat.processors.aggregators.llm_response_universal import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from turnkit.audio import SAMPLE_RATE
-from turnkit.audio.vad import VADParams
 from turnkit.audio.wav import to_pcm16
 from turnkit.barge_in.controller import BargeInController
 from turnkit.clock import VirtualClock
@@ -69,14 +68,16 @@ from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.latency import LatencyModel
 from turnkit.replay.llm_source import ModelTTFT
 from turnkit.replay.metrics import CallScore, score_call
-from turnkit.replay.oracle import oracle_words, schedule
+from turnkit.replay.oracle import SpeechRun, oracle_words, schedule, vad_runs
 from turnkit.replay.recording import Recording
 from turnkit.replay.simulator import (
     ReplayConfig,
     barge_in_filters,
     call_seed,
     open_line_until,
+    recogniser_runs,
     replay_agent,
+    replay_vad_params,
 )
 
 from turnkit_pipecat.engine import TurnkitTurnEngine
@@ -106,6 +107,7 @@ def recording_frames(
     seed: int = 0,
     segmented: bool = False,
     close_s: float = 0.0,
+    runs: list[SpeechRun] | None = None,
 ) -> list[Frame]:
     """The call as Pipecat would see it from a transport and an STT: 16-bit
     audio chunks at 16 kHz (the pipeline's input rate: a telephone
@@ -115,11 +117,14 @@ def recording_frames(
     plus ``stt_delay_s`` and up to ``stt_jitter_s``), an interim transcript
     (a final one for the last word before a pause). Word times and the
     utterance id ride in ``result`` (see :meth:`TurnkitTurnEngine._transcript`).
-    ``segmented`` (Whisper behind a VAD): each run of speech as one final
-    transcript of that run's words once ``close_s`` (the VAD's stop time)
-    and the delay have passed after it, with the utterance id and no word
-    times (the engine stamps it with its arrival), as ``turnkit replay
-    --stt segmented`` writes it. With ``until_s``, silence follows the file
+    ``segmented`` (Whisper behind a VAD): each run of speech the VAD hears
+    (``runs``: :func:`turnkit.replay.simulator.recogniser_runs`, or by
+    default :func:`turnkit.replay.oracle.vad_runs` with no echo filter) as
+    one final transcript of that run's words once the VAD closed it and the
+    delay has passed, with the utterance id and no word times (the engine
+    stamps it with its arrival), as ``turnkit replay --stt segmented``
+    writes it; ``close_s`` (the VAD's stop time) only for words no run
+    holds. With ``until_s``, silence follows the file
     to that time (the line stays open after the recording ends:
     :func:`turnkit.replay.simulator.open_line_until`)."""
     audio = rec.caller_audio(SAMPLE_RATE)
@@ -127,7 +132,13 @@ def recording_frames(
     if until_s is not None and until_s * SAMPLE_RATE > len(pcm):
         pcm = np.pad(pcm, (0, math.ceil(until_s * SAMPLE_RATE) - len(pcm)))
     words, due = schedule(
-        oracle_words(rec), stt_delay_s, stt_jitter_s, seed, segmented=segmented, close_s=close_s
+        oracle_words(rec),
+        stt_delay_s,
+        stt_jitter_s,
+        seed,
+        segmented=segmented,
+        close_s=close_s,
+        runs=(runs if runs is not None else vad_runs(rec)) if segmented else None,
     )
     frames: list[Frame] = []
     seg_words: dict[int, list[tuple[str, float, float]]] = {}
@@ -395,9 +406,7 @@ async def replay_in_pipecat(
     t0 = time.perf_counter()
     engine = TurnkitTurnEngine(
         detector_spec,
-        vad_params=VADParams(
-            threshold=config.vad_threshold, start_ms=config.vad_start_ms, stop_ms=config.vad_stop_ms
-        ),
+        vad_params=replay_vad_params(config),
         # a telephone recording's line rate, as a deployment behind a
         # telephone serializer passes it (the frames come resampled to 16 kHz)
         line_rate=rec.line_rate,
@@ -435,6 +444,7 @@ async def replay_in_pipecat(
         seed=call_seed(config, rec.id, "stt"),
         segmented=config.stt == "segmented",
         close_s=config.vad_stop_ms / 1000,
+        runs=recogniser_runs(rec, config) if config.stt == "segmented" else None,
     )
     await run_frames([user, agent], engine, frames, agent)
     await agent.stop_sim(max(agent.clock.now(), rec.duration) + config.timeout_s + 60.0)
