@@ -24,7 +24,7 @@ from turnkit.replay.oracle import (
     vad_runs,
 )
 from turnkit.replay.recording import load_recording
-from turnkit.replay.simulator import ReplayConfig, replay_call
+from turnkit.replay.simulator import ReplayConfig, recogniser_runs, replay_call
 
 ROOT = Path(__file__).resolve().parent.parent
 CALL = ROOT / "recordings" / "travel-natural-16"
@@ -115,6 +115,25 @@ def test_a_run_the_vad_splits_is_written_in_its_parts() -> None:
     # Without the VAD's runs, the labelled run goes out whole.
     _, whole = schedule(words, 0.2, segmented=True, close_s=0.096)
     assert len(set(whole[:6])) == 1
+
+
+def test_runs_are_the_ones_the_vad_hears_behind_the_echo_filter() -> None:
+    """bargein-friday-05: the caller's "Sorry, | actually make that Friday."
+    begins under the agent's reply, whose echo is in the caller's track. A
+    VAD on the raw track hears echo and caller as one run from 5.5 s to
+    10.2 s; the session's VAD, behind the echo filter, hears "sorry" end at
+    8.6 s, and a recogniser fed its segments writes it then."""
+    rec = load_recording(ROOT / "recordings" / "bargein-friday-05")
+    turn = rec.caller_turns[1]
+    raw = [r for r in vad_runs(rec) if r.start < turn.start < r.end]
+    assert raw and raw[0].start < turn.start - 2.0 and raw[0].end > turn.end
+    heard = recogniser_runs(rec, ReplayConfig())
+    runs = [r for r in heard if r.end > turn.start]
+    (s0, e0), _ = turn.speech_spans()
+    assert abs(runs[0].start - s0) < 0.15 and abs(runs[0].end - e0) < 0.15
+    ordered, due = schedule(oracle_words(rec), 0.3, segmented=True, close_s=0.096, runs=heard)
+    sorry = next(d for w, d in zip(ordered, due, strict=True) if w.text == "sorry")
+    assert sorry == runs[0].closed + 0.3
 
 
 def test_a_segmented_replay_waits_for_what_the_recogniser_has_not_written() -> None:
