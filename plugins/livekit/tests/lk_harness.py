@@ -131,8 +131,8 @@ class _Span:
 
 class FakeOracleSTT(stt.STT):
     """Fake streaming STT: the labelled words of ``call.json``, each as an
-    interim once the audio passed its end (``interims``), each span final
-    ``final_after_s`` (150 ms) after it."""
+    interim once the audio passed its end (``interims``) plus ``late_s``,
+    each span final ``final_after_s`` (150 ms) after it plus ``late_s``."""
 
     def __init__(
         self,
@@ -142,9 +142,11 @@ class FakeOracleSTT(stt.STT):
         backchannels: bool = False,
         interims: bool = True,
         final_after_s: float = 0.15,
+        late_s: float = 0.0,
     ) -> None:
         super().__init__(capabilities=stt.STTCapabilities(streaming=True, interim_results=interims))
         self.source = source
+        self.late_s = late_s  # a recogniser slower than the audio (a real one)
         self.interims = interims  # False: only finals, as a StreamAdapter-wrapped STT
         self.final_after_s = final_after_s
         self.spans: list[_Span] = []
@@ -190,12 +192,12 @@ class _OracleStream(stt.RecognizeStream):
             if not spans:
                 continue
             span = spans[0]
-            heard = [w for w in span.words if w["end"] <= now]
+            heard = [w for w in span.words if w["end"] + oracle.late_s <= now]
             if len(heard) > said:
                 said = len(heard)
                 if oracle.interims:
                     self._send(stt.SpeechEventType.INTERIM_TRANSCRIPT, heard)
-            if now >= span.end + oracle.final_after_s:
+            if now >= span.end + oracle.final_after_s + oracle.late_s:
                 self._send(stt.SpeechEventType.FINAL_TRANSCRIPT, span.words)
                 spans.pop(0)
                 said = 0

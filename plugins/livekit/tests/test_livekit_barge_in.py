@@ -49,7 +49,7 @@ from livekit.plugins import silero
 from turnkit.audio.timeline import AudioTimeline
 from turnkit.audio.vad import VADAnalyzer, VADStep
 from turnkit.audio.wav import read_wav
-from turnkit.barge_in.controller import Action, BargeInController
+from turnkit.barge_in.controller import Action, BargeInController, BargeInParams
 from turnkit.frames import TurnEndFrame
 from turnkit.tts.espeak import EspeakTTS, _trim
 from turnkit_livekit import TurnkitStreamingDetector, attach, turn_detector
@@ -139,19 +139,23 @@ async def run_reply(
     tts_: tts.TTS | None = None,
     aligned: bool = False,
     detector: TurnkitStreamingDetector | None = None,
+    stt_late_s: float = 0.0,
+    params: BargeInParams | None = None,
 ) -> dict[str, Any]:
     """One session over ``call_id``'s audio from ``start_s`` to ``end_s``, the
     agent saying ``text`` (with ``audio``, else through the TTS) at ``say_at``.
     ``detector``: turnkit's turn detector in the session (else LiveKit's VAD
     endpointing); the VAD verdicts the barge-in controller and the detector
-    got are returned (``controller_vad``, ``detector_vad``)."""
+    got are returned (``controller_vad``, ``detector_vad``). ``stt_late_s``:
+    the STT writes each word that much after it is said; ``params``: the
+    barge-in controller's (None: as ``filter_barge_in`` builds it)."""
     wav, call = load_call(call_id)
     src = WavAudioInput(wav, start_s, end_s)
     out = CaptureAudioOutput()
     interruption = interruption_options() if turnkit else {"mode": "vad"}
     session = AgentSession(
         vad=silero.VAD.load(min_silence_duration=0.3),
-        stt=FakeOracleSTT(call, src, backchannels=True),
+        stt=FakeOracleSTT(call, src, backchannels=True, late_s=stt_late_s),
         llm=FakeLLM("Okay."),
         tts=tts_ or FakeTTS(),
         turn_handling={
@@ -182,7 +186,7 @@ async def run_reply(
     if detector is not None:
         attach(session, detector)  # the caller's words to the detector, its metrics
     await session.start(Agent(instructions="You take bookings."), record=False)
-    bf: BargeInFilter | None = filter_barge_in(session) if turnkit else None
+    bf: BargeInFilter | None = filter_barge_in(session, params=params) if turnkit else None
     controller_vad: list[VADStep] = []
     detector_vad: list[VADStep] = []
     if bf is not None and detector is not None:
@@ -329,6 +333,33 @@ async def test_turn_detector_and_barge_in_share_one_vad_echo_and_backchannel(
     run = await run_reply("booking-think-03", 5.5, 11.6, turnkit=True, detector=det, **kw)
     _assert_agent_kept_talking(run, turn, reply)
     _assert_one_timeline(run, census, det)
+
+
+async def test_a_late_stt_is_learnt_and_the_backchannel_is_not_held() -> None:
+    """booking-think-03 from before the caller's first turn, the STT writing
+    every word 300 ms after it is said (a live recogniser is never on time),
+    the filter built as a LiveKit agent builds it (no delay told): its
+    controller learns from the caller's first turn how long after the VAD
+    heard speech end the words come, and takes no early hold on the
+    "uh-huh" under the reply, which a late word could turn into a gap the
+    caller hears. Told the words are on time, it holds the agent 0.22 s
+    into the "uh-huh" (and resumes it as the sound breaks off)."""
+    _, _, kw = _echo_scenario()
+    start = 0.5  # the session's audio (and the filter's clock) begins here
+    uh_huh = (7.509 - start, 7.831 + 0.6 - start)
+    late = dict(turnkit=True, stt_late_s=0.3, **kw)
+
+    def holds(run: dict[str, Any]) -> list[Action]:
+        return [a for t, a in run["filter"].actions if uh_huh[0] < t < uh_huh[1]]
+
+    told = await run_reply("booking-think-03", start, 11.6, params=BargeInParams(word_delay_s=0.0), **late)
+    assert holds(told) == [Action.PAUSE, Action.RESUME], told["filter"].actions
+    learnt = await run_reply("booking-think-03", start, 11.6, **late)
+    assert holds(learnt) == [], learnt["filter"].actions
+    assert learnt["filter"].controller.words_late
+    assert not learnt["handle"].interrupted
+    [ack] = learnt["filter"].acknowledgements
+    assert "uh-huh" in ack and not any("uh-huh" in u for u in learnt["users"])
 
 
 # -- a real barge-in, and the history cut to what was heard --------------------------
