@@ -290,6 +290,9 @@ class Recording:
         self._caller_frames = caller_frames
         self._caller_rate = caller_rate
         self._audio: dict[int, np.ndarray] = {}
+        # What the replays of this call derive from its audio alike, per
+        # key (several detectors replay one loaded call).
+        self.derived: dict[tuple[Any, ...], Any] = {}
 
     @property
     def caller_rate(self) -> int | None:

@@ -389,9 +389,12 @@ def recogniser_runs(rec: Recording, config: ReplayConfig) -> list[SpeechRun]:
     session's VAD hears behind the same echo filter (the example Pipecat
     agent's Whisper is fed that VAD's segments), run ahead over the same
     frames, so every host's replay closes a run where the live VAD would."""
-    _, gate, _ = barge_in_filters(rec, rec.caller_samples(SAMPLE_RATE), VirtualClock(), config)
-    echo = next((p.echo for p in gate if isinstance(p, EchoGateProcessor)), None)
-    return vad_runs(rec, replay_vad_params(config), echo)
+    key = ("recogniser_runs", replay_vad_params(config), config.filters)
+    if key not in rec.derived:
+        _, gate, _ = barge_in_filters(rec, rec.caller_samples(SAMPLE_RATE), VirtualClock(), config)
+        echo = next((p.echo for p in gate if isinstance(p, EchoGateProcessor)), None)
+        rec.derived[key] = vad_runs(rec, replay_vad_params(config), echo)
+    return list(rec.derived[key])
 
 
 async def replay_agent(
