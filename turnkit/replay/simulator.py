@@ -489,7 +489,6 @@ async def replay_call(
     detector = create_detector(detector_spec, clock)
     compute = config.compute if config.count_compute else "none"
     detector.set_compute(compute)
-    vad_params = replay_vad_params(config)
     runs = None
     if config.stt == "segmented":
         # As a host that runs one says, with the longest its words take
@@ -500,7 +499,7 @@ async def replay_call(
             config.vad_stop_ms + config.stt_delay_ms + config.stt_jitter_ms + SEGMENT_MARGIN_MS,
         )
         runs = recogniser_runs(rec, config)
-    vad = VADAnalyzer(params=vad_params)
+    vad = VADAnalyzer(params=replay_vad_params(config))
     rng = random.Random(call_seed(config, rec.id, detector_spec))
     model_ttft = ModelTTFT(LatencyModel.parse(config.llm_ttft_ms), rng)
     llm: TTFTSource = (

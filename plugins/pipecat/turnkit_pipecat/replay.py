@@ -124,8 +124,8 @@ def recording_frames(
     delay has passed, with the utterance id and no word times (the engine
     stamps it with its arrival), as ``turnkit replay --stt segmented``
     writes it; ``close_s`` (the VAD's stop time) only for words no run
-    holds. With ``until_s``, silence follows the file
-    to that time (the line stays open after the recording ends:
+    holds. With ``until_s``, silence follows the file to that time (the
+    line stays open after the recording ends:
     :func:`turnkit.replay.simulator.open_line_until`)."""
     audio = rec.caller_audio(SAMPLE_RATE)
     pcm = to_pcm16(audio)  # the same levels turnkit replay reads (on_pcm16_grid)
