@@ -84,6 +84,7 @@ __all__ = [
     "replay_call",
     "replay_many",
     "replay_vad_params",
+    "segmented_p99_ms",
 ]
 
 log = logging.getLogger(__name__)
@@ -384,6 +385,14 @@ def replay_vad_params(config: ReplayConfig) -> VADParams:
     )
 
 
+def segmented_p99_ms(config: ReplayConfig) -> float:
+    """The longest a segmented recogniser's words take after a run of
+    speech ends (the VAD's close, the delay, the jitter, a frame's slack),
+    as a host running one tells its detector (Pipecat: the STT's
+    ``STTMetadataFrame``)."""
+    return config.vad_stop_ms + config.stt_delay_ms + config.stt_jitter_ms + SEGMENT_MARGIN_MS
+
+
 def recogniser_runs(rec: Recording, config: ReplayConfig) -> list[SpeechRun]:
     """The runs of speech a segmented recogniser writes whole: those the
     session's VAD hears behind the same echo filter (the example Pipecat
@@ -491,13 +500,7 @@ async def replay_call(
     detector.set_compute(compute)
     runs = None
     if config.stt == "segmented":
-        # As a host that runs one says, with the longest its words take
-        # after a run of speech: the schedule below (the VAD's close of the
-        # run, delay, jitter).
-        detector.set_recogniser(
-            "segmented",
-            config.vad_stop_ms + config.stt_delay_ms + config.stt_jitter_ms + SEGMENT_MARGIN_MS,
-        )
+        detector.set_recogniser("segmented", segmented_p99_ms(config))
         runs = recogniser_runs(rec, config)
     vad = VADAnalyzer(params=replay_vad_params(config))
     rng = random.Random(call_seed(config, rec.id, detector_spec))

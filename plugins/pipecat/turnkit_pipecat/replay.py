@@ -33,6 +33,7 @@ from pipecat.frames.frames import (
     Frame,
     InputAudioRawFrame,
     InterimTranscriptionFrame,
+    STTMetadataFrame,
     TranscriptionFrame,
     UserStoppedSpeakingFrame,
 )
@@ -78,6 +79,7 @@ from turnkit.replay.simulator import (
     recogniser_runs,
     replay_agent,
     replay_vad_params,
+    segmented_p99_ms,
 )
 
 from turnkit_pipecat.engine import TurnkitTurnEngine
@@ -446,6 +448,11 @@ async def replay_in_pipecat(
         close_s=config.vad_stop_ms / 1000,
         runs=recogniser_runs(rec, config) if config.stt == "segmented" else None,
     )
+    if config.stt == "segmented":
+        # A segmented STT service tells the pipeline how late its words may
+        # come, as turnkit replay tells its detector.
+        p99_s = segmented_p99_ms(config) / 1000
+        frames.insert(0, STTMetadataFrame(service_name="stt", ttfs_p99_latency=p99_s))
     await run_frames([user, agent], engine, frames, agent)
     await agent.stop_sim(max(agent.clock.now(), rec.duration) + config.timeout_s + 60.0)
     score = score_call(
