@@ -15,8 +15,9 @@ the session's VAD hears in the caller's audio (:func:`vad_runs`): where it
 splits a labelled run at a short pause, each part's words come once that
 part is closed, as a live recogniser behind it writes them. A number read
 out and written as one token ("1223247942") is revealed digit by digit, as
-a streaming recogniser writes it. Text is normalised as a streaming recogniser emits it: lower
-case, no punctuation except in-word apostrophes and hyphens.
+a streaming recogniser writes it. Text is normalised as a streaming
+recogniser emits it: lower case, no punctuation except in-word apostrophes
+and hyphens.
 """
 
 from __future__ import annotations
@@ -352,16 +353,17 @@ def schedule(
 
     due: list[float] = []
     labelled = _runs(ordered) if segmented else None
-    starts = [r.start for r in runs or ()]
+    heard_runs = runs or []
+    starts = [r.start for r in heard_runs]
     run_due: dict[tuple[int, int], float] = {}
     for i, w in enumerate(ordered):
         if labelled is None:
             at = w.end + delay_s + late()
         else:
-            heard = _run_of(w, runs, starts) if runs else None
+            heard = _run_of(w, heard_runs, starts)
             if heard is not None:
                 key: tuple[int, int] = (-1, heard)
-                closed = runs[heard].closed  # type: ignore[index]
+                closed = heard_runs[heard].closed
             else:
                 key, end = labelled[i]
                 closed = end + VAD_TRAIL_S + close_s
