@@ -20,8 +20,8 @@ Evidence, best first:
    on earlier anchored stretches, else a nominal rate.
 
 The estimate (documented because it decides what the LLM is told it said):
-each word costs ``syllables + 0.6`` units, where syllables are vowel groups
-(a final silent "e" dropped, at least one per word; digits count 1.5 each,
+each word costs ``syllables + 0.6`` units (:mod:`turnkit.text.spoken_length`),
+where syllables are vowel groups (a final silent "e" dropped, at least one per word; digits count 1.5 each,
 ``%``/``$``/``&`` two); punctuation adds a pause after its word: ``, ; :``
 and a lone dash 1.0 unit, ``. ! ?`` 1.5 units; the reply starts with a
 0.5-unit lead-in. Units are stretched to fill each anchored stretch exactly;
@@ -55,6 +55,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkit.frames import Word
+from turnkit.text.spoken_length import is_spoken, word_units
 
 __all__ = [
     "Heard",
@@ -73,12 +74,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _TOKEN = re.compile(r"\S+")
-_VOWELS = re.compile(r"[aeiouy]+")
-_LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
 _EPS = 1e-6
 
 # Estimate weights, in "syllable units" (see the module docstring).
-WORD_UNITS = 0.6
 SHORT_PAUSE_UNITS = 1.0
 LONG_PAUSE_UNITS = 1.5
 LEAD_IN_UNITS = 0.5
@@ -149,29 +147,8 @@ def tokens(text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in _TOKEN.finditer(text)]
 
 
-def _spoken(token: str) -> bool:
-    return bool(_LETTER.search(token) or any(c.isdigit() for c in token))
-
-
-def _syllables(token: str) -> float:
-    low = token.lower()
-    units = 0.0
-    letters = re.sub(r"[^a-z']", " ", low)
-    for part in letters.split():
-        n = len(_VOWELS.findall(part))
-        if n > 1 and part.endswith("e") and not part.endswith(("le", "ee")):
-            n -= 1  # silent final e ("time", "name")
-        units += max(n, 1)
-    units += 1.5 * sum(c.isdigit() for c in low)
-    units += 2.0 * sum(c in "%$&" for c in low)
-    if units == 0 and _LETTER.search(token):
-        # Another script: one unit per two letters is closer than one per word.
-        units = max(1.0, len(_LETTER.findall(token)) / 2)
-    return units
-
-
 def _pause_after(token: str) -> float:
-    if not _spoken(token):
+    if not is_spoken(token):
         return SHORT_PAUSE_UNITS if any(c in "-–—" for c in token) else 0.0
     end = token.rstrip("\"')]}»”’")
     if end.endswith(("...", "…")) or end[-1:] in ".!?":
@@ -211,7 +188,7 @@ def estimate_word_timings(
     toks = tokens(text)
     if not toks:
         return []
-    units = [(_syllables(text[s:e]) + WORD_UNITS) if _spoken(text[s:e]) else 0.0 for s, e in toks]
+    units = [word_units(text[s:e]) for s, e in toks]
     pauses = [_pause_after(text[s:e]) for s, e in toks]
     knots = _knots(len(text), anchors, duration_s)
     # Each token belongs to the stretch that holds its first character.

@@ -36,8 +36,9 @@ from turnkit.clock import VirtualClock
 from turnkit.frames import AudioInFrame, Frame, TranscriptFrame, Word
 from turnkit.pipeline import FrameDirection, FrameProcessor
 from turnkit.replay.recording import Recording
-from turnkit.text.normalize import normalize_text
+from turnkit.text.normalize import normalize_text, strip_annotations
 from turnkit.text.numerals import READ_OUT_DIGITS, spoken_number
+from turnkit.text.spoken_length import word_units
 
 __all__ = [
     "OracleTranscriber",
@@ -134,28 +135,105 @@ class TimedWord:
     grows: bool = False
 
 
+# A pause inside a turn falls at a clause's end (a comma, a full stop in the
+# transcript) more often than inside one; worth this much duration misfit
+# (see :func:`_groups`). On the transcripts of the demo corpus and the
+# real-call variants with their word times hidden, 172 pauses: the words
+# said before each pause found exactly at 58.7 % with words spread evenly,
+# 74.4 % by their spoken length alone, 84.3 % with this; the held-out
+# turn-taking set, 174 pauses: 80.5, 81.6, 89.7 %.
+CLAUSE_END_BONUS = 1.0
+_CLAUSE_END = tuple(",.;:?!")
+
+
+def _tokens(text: str) -> tuple[list[str], list[bool]]:
+    """The normalised words of ``text`` and, for each, whether a clause ends
+    after it in the transcript as written (none where the text has no
+    punctuation, or where word-by-word normalising reads it otherwise)."""
+    words: list[str] = []
+    ends: list[bool] = []
+    for raw in strip_annotations(text).split():
+        said = normalize_text(raw).split()
+        words += said
+        clause = raw.rstrip("\"')]}»”’").endswith(_CLAUSE_END)
+        ends += [False] * (len(said) - 1) + [clause] if said else []
+    whole = normalize_text(text).split()
+    if words != whole:
+        return whole, [False] * len(whole)
+    return words, ends
+
+
+def _groups(
+    units: list[float], ends: list[bool], spans: list[tuple[float, float]], reach: float = 3.0
+) -> list[int]:
+    """Where each span's words begin: the split of the words, in order, into
+    one run per span that best fits the spans' lengths.
+
+    Each span should hold its share of the words' spoken length (units at
+    the turn's own rate); a misfit costs ``(got - want)² / want`` (a span's
+    length varies with how much is said in it), and a split at a clause's
+    end earns :data:`CLAUSE_END_BONUS`. Dynamic programming over the splits:
+    a word never straddles a pause. A span is not offered more than
+    ``reach`` times its share (a bound on the search, lifted if nothing
+    fits within it)."""
+    n, m = len(units), len(spans)
+    total = sum(units)
+    length = sum(e - s for s, e in spans)
+    want = [(e - s) / length * total for s, e in spans]
+    before = [0.0]
+    for u in units:
+        before.append(before[-1] + u)
+    inf = float("inf")
+    best = [[inf] * (n + 1) for _ in range(m + 1)]
+    back = [[0] * (n + 1) for _ in range(m + 1)]
+    best[0][0] = 0.0
+    for j in range(1, m + 1):
+        w = max(want[j - 1], 1e-6)
+        for i in range(n + 1):
+            bonus = CLAUSE_END_BONUS if j < m and 0 < i < n and ends[i - 1] else 0.0
+            for k in range(i, -1, -1):
+                got = before[i] - before[k]
+                if got > reach * w + 4:
+                    break
+                if best[j - 1][k] == inf:
+                    continue
+                # An empty span (fewer words than spans) fits worst of all.
+                cost = (got - w) ** 2 / w if got > 0 else 1e6 + w
+                c = best[j - 1][k] + cost - bonus
+                if c < best[j][i]:
+                    best[j][i], back[j][i] = c, k
+    if best[m][n] == inf:
+        return _groups(units, ends, spans, reach=inf)
+    firsts = [0] * m
+    i = n
+    for j in range(m, 0, -1):
+        i = back[j][i]
+        firsts[j - 1] = i
+    return firsts
+
+
 def _spread(
-    words: list[str], spans: list[tuple[float, float]]
+    words: list[str], spans: list[tuple[float, float]], ends: list[bool] | None = None
 ) -> list[tuple[str, float, float, int]]:
-    """Even spread of words over spans; returns (word, start, end, span index)."""
-    total = sum(e - s for s, e in spans)
-    if not words or total <= 0:
+    """``words`` placed over ``spans``, in order; returns (word, start, end,
+    span index). Each span gets the run of words that best fits its length
+    (:func:`_groups`; ``ends``: a clause ends after the word), and inside a
+    span each word lasts its spoken length (:func:`word_units`), stretched
+    to fill the span: a transcript without word times, placed as it was
+    most likely said."""
+    if not words or sum(e - s for s, e in spans) <= 0:
         return []
-    per = total / len(words)
+    units = [max(word_units(w), 1e-3) for w in words]
+    firsts = [*_groups(units, ends or [False] * len(words), spans), len(words)]
     out = []
-    bounds = []
-    acc = 0.0
-    for s, e in spans:
-        bounds.append((acc, acc + (e - s), s))
-        acc += e - s
-    for k, w in enumerate(words):
-        mid = (k + 0.5) * per
-        for i, (lo, hi, s) in enumerate(bounds):
-            if lo <= mid <= hi or i == len(bounds) - 1:
-                ws = s + max(lo, k * per) - lo
-                we = s + min(hi, (k + 1) * per) - lo
-                out.append((w, ws, we, i))
-                break
+    for j, (s, e) in enumerate(spans):
+        lo, hi = firsts[j], firsts[j + 1]
+        size = sum(units[lo:hi])
+        t = s
+        for k in range(lo, hi):
+            step = (e - s) * units[k] / size
+            out.append((words[k], t, min(e, t + step), j))
+            t += step
     return out
 
 
@@ -227,7 +305,8 @@ def oracle_words(rec: Recording) -> list[TimedWord]:
                     grown.add(len(timed))
                 timed.append((text, w.start, w.end, idx))
         else:
-            timed = _spread(normalize_text(turn.text).split(), spans)
+            said, ends = _tokens(turn.text)
+            timed = _spread(said, spans, ends)
         for j, (text, s, e, span) in enumerate(timed):
             last = j == len(timed) - 1 or timed[j + 1][3] != span
             out.append(TimedWord(text, s, e, segment, last, j in grown))
