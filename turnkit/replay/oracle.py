@@ -2,8 +2,9 @@
 revealed as they are spoken plus a transcription delay.
 
 Word times come from a turn's ``words`` where given; otherwise the words of
-its ``text`` are spread evenly over its speech spans (a word never straddles
-a hold).
+its ``text`` are placed over its speech spans as they were likely said
+(:func:`_spread`: by how long each takes to say, a pause preferred at a
+clause's end; a word never straddles a hold).
 
 Two kinds of recogniser (``--stt``): ``streaming`` (Deepgram, a live interim
 transcript) writes each word ``delay`` after it is said, with its times;
@@ -122,7 +123,7 @@ def _run_of(word: TimedWord, runs: list[SpeechRun], starts: list[float]) -> int 
 @dataclass(frozen=True, slots=True)
 class TimedWord:
     """One word of the labelled transcript with the time it was spoken
-    (spread evenly over its speech span), the utterance it belongs to, and
+    (placed over its speech spans where it has none), the utterance it belongs to, and
     whether it ends its span (a recogniser's final-segment boundary)."""
 
     text: str
