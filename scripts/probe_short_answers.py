@@ -22,8 +22,9 @@ more ("and one other thing": holds), a bare affirmation after an offer of
 more ("oh yeah" after "anything else I can sort out for you?": holds) beside a
 close or a yes with its request there (ends), a caller's problem or reason ("the
 heater broke" after an open service line or a "why": ends; "someone used
-my": holds), and bare phrases after an open "how
-can I help you?" (not labelled: printed to show how far the reading carries
+my": holds), a question put indirectly ("can you tell me when you open on sunday": ends;
+"can you tell me when", "do you know what time the gallery": holds), and
+bare phrases after an open "how can I help you?" (not labelled: printed to show how far the reading carries
 over). Prints each P and, per model, the mean, the share at or above the
 model's threshold and at or above 0.9. A probe for development, not a test
 set: the published sets are ``scripts/eval_semantic_text.py``'s.
@@ -203,6 +204,24 @@ PROBLEM_HOLDS = [
     ("What's the issue?", ["the engineer didn't turn", "i got the wrong", "the heater is making a"]),
     ("Why are you sending it back?", ["it's the wrong", "because the"]),
 ]  # fmt: skip
+# A caller's question put indirectly, inside a request ("can you tell me
+# when you open on sunday", "do you know if ...": ends), and the same
+# stopped after its frame, its wh-word or its subject ("can you tell me
+# when", "do you know what time the gallery": holds). Frames, clauses and
+# agent lines apart from indirect_question_examples' lists.
+INDIRECT_ENDS = [
+    ("Hi, thanks for calling the city museum.", ["can you tell me when you open on sunday", "i wanted to check if you're open today", "do you know what time the gallery shuts", "could you tell me how much tickets are", "i'd like to find out whether kids go free"]),
+    ("Good morning, reservations.", ["i was hoping you could tell me if there's a room tonight", "can you check whether breakfast is included", "do you know how far the hotel is from the station", "could you let me know what the cancellation policy is"]),
+    ("The technician is booked for Friday.", ["can you tell me what time he's coming", "do you know how long the repair takes", "could you find out if he'll call first", "i'd like to know who's coming"]),
+    ("Your order is in our system.", ["can you see when it was dispatched", "any idea when it'll turn up", "could you check where my parcel is", "i'm not sure what i ordered"]),
+    ("Sure.", ["tell me when the shop closes", "i wonder if you could help me", "let me know how much i owe", "do you know which bus goes there"]),
+]  # fmt: skip
+INDIRECT_HOLDS = [
+    ("Hi, thanks for calling the city museum.", ["can you tell me when", "i wanted to check if", "do you know what time the gallery", "could you tell me how much"]),
+    ("Good morning, reservations.", ["can you check whether", "do you know how far the", "i was hoping you could tell me if there's"]),
+    ("The technician is booked for Friday.", ["can you tell me what time he's", "could you find out if he'll"]),
+    ("Your order is in our system.", ["can you see when it", "could you check where my", "any idea when"]),
+]  # fmt: skip
 OPEN = [
     ("How can I help you?", ["the screen", "my bill", "my internet", "the delivery", "a refund", "my order"]),
     ("What can I do for you today?", ["the screen", "my bill", "a refund"]),
@@ -233,6 +252,8 @@ def main() -> None:
         ("the date or time cut short (holds)", FORM_HOLDS),
         ("a caller's problem or reason stated (ends)", PROBLEM_ENDS),
         ("the problem stopped open (holds)", PROBLEM_HOLDS),
+        ("a question put indirectly (ends)", INDIRECT_ENDS),
+        ("the indirect question stopped open (holds)", INDIRECT_HOLDS),
         ("after an open question", OPEN),
     )
     for title, rows in sections:
