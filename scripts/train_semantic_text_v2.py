@@ -8,9 +8,9 @@
     /tmp/tkvenv/bin/python scripts/train_semantic_text_v2.py [--out PATH]
 
 The shipped model is the base model (trained here before the greeting data,
-4 epochs; its file is the committed start) fine-tuned nine times from its
+4 epochs; its file is the committed start) fine-tuned ten times from its
 own weights, 2 epochs at lr 1e-3 each (stages 7 and 8 one at 5e-4, stage 9
-one at 1e-3; issue 12):
+one at 1e-3, stage 10 two at 5e-4; issue 12):
 
 1. with the greeting data (2026-12-01; commit fe3a5ae, sha256 1c39c48c…)::
 
@@ -460,6 +460,61 @@ one at 1e-3; issue 12):
    turn, but for a reading that no replay corpus line asks and callers
    rarely meet; not worth a second model churn in one stop.
 
+10. with a caller's question put indirectly (``indirect_question_examples``,
+    on with ``--indirect``, the default; 2026-12-07; sha256 f2e38af8…, two
+    epochs at lr 5e-4 from stage 9's feature-version-6 file)::
+
+     mkdir -p /tmp/ship13
+     git show a5f5746:turnkit/models/semantic_text_v2.npz \
+         > /tmp/ship13/semantic_text_v2.npz  # sha256 70b221a4…
+     /tmp/tkvenv/bin/python scripts/train_semantic_text_v2.py \
+         --init /tmp/ship13/semantic_text_v2.npz --epochs 2 --lr 5e-4 \
+         --multiwoz /tmp/cvl/convlab-3.0.1.tar.gz
+
+    Why: a caller asking by way of a request read unfinished after an open
+    service line — "can you tell me when the museum opens" P(end) 0.03
+    after "How can I help you?", "can you tell me when it starts" 0.04,
+    "could you tell me where the station is" 0.34 — and the same stopped
+    after the embedded clause's subject read finished: "can you tell me
+    when the museum" 0.99, "do you know what time the gallery" 0.73
+    (``fused`` cuts in there). 6,000 groups (18,000 examples, 2.0 % of the
+    data): a frame ("can you tell me", "do you know", "i was wondering"),
+    a wh-phrase or "if" / "whether", a clause built from subjects and
+    predicates in lists; the whole an end, holds after the frame (not one
+    that is a turn on its own, "i was wondering"), the wh-phrase and the
+    clause's subject. Development split (79,000 examples, the new ones in
+    it; the same for every candidate): AUC 0.9744 → 0.9769, chitchat
+    0.9113 → 0.9110, chatterbot 0.9811 → 0.9813, requests 0.962 → 0.964
+    (their holds 87.0 → 86.1 %: a code cut inside reads a little higher),
+    the indirect questions 0.901 → 0.994 (optimistic: the same lists);
+    1.44 % of decisions changed side; threshold and eager 0.42 → 0.36.
+    ``probe_short_answers.py``'s new indirect section (clauses and agent
+    lines apart from the lists; the frames overlap): ends mean 0.74 →
+    0.78, at P ≥ 0.9 (``fused``'s floor) 38 → 48 %, at the threshold 95 →
+    95 %; the same stopped open mean 0.09 → 0.02 ("do you know what time
+    the gallery" 0.73 → 0.10); every other section within a line. "can you
+    tell me when the museum opens" 0.63, "… when the museum" 0.32. Chosen
+    over one epoch at 1e-3 (probe ends 0.77, but the demo's order code
+    "it's uh b as in boy seven two | five" read 0.49 at its chunk pause,
+    over that model's 0.38: ``semantic-text`` without drafts cut it), 3,000
+    groups at 1e-3 (probe ends 0.75, at the threshold 86 %) and one epoch
+    at 5e-4 (ends 0.76, "… when the museum" 0.55), on the development
+    split, the probe, the tests and the replays, before ``eot-eval`` was
+    run. Here the code reads 0.33 at its chunk pause and 0.44 whole (0.13
+    and 0.30 before): ``semantic-text`` holds at the pause and answers the
+    whole code at its floor, not at the digit run's ceiling
+    (``tests/test_endpointing.py``). Replayed (``--compute fixed``; p50 /
+    p95 ms, interrupted, missed), ``fused``: demo and real-call variants
+    626 / 1068 → 625 / 1068, 7.4 %, 0.5 % (8 turns sooner, 7 later by more
+    than 20 ms); the held-out turn-taking set, wideband and telephone, 614
+    / 888 → 616 / 900, 1.4 %, 0 % (10 sooner, 8 later); ``semantic-text``
+    692 / 1074 → 689 / 1074 (8 sooner, none later) and 674 / 996 → 673 /
+    988 (8 sooner, 2 later); no turn cut or missed that was not, on any.
+    ``turnkit eot-eval`` (report only, after the choice): TEN English
+    finished 92.80 → 94.92 %, unfinished 93.23 → 92.71 %, wait 88 → 89 %;
+    turnsense complete 89.91 → 91.67 %, incomplete 92.62 → 92.62 %. (A
+    rerun of the command wrote the same bytes.)
+
 Tried with stage 9 and not shipped (2026-12-03): answers in forms the
 model reads unfinished, as 6,000 more groups (past times after a past-time
 question, one naming a field too: "in march" after "when did you change
@@ -529,41 +584,6 @@ profile: not worth two more cut demo turns. Built instead: the threshold
 detectors' floor there (``endpointing.ANNOUNCE_FLOOR_MS``, 520 ms, decided by
 ``turnkit.text.question.announces_more`` as ``fused``'s profile is); the
 reading itself stays inverted.
-
-Tried after stage 9 (feature version 6) and not shipped (2026-12-07): a
-caller's question put indirectly (``indirect_question_examples``,
-``--indirect on``, 6,000 groups, 18,000 examples: a frame, "can you tell me",
-"do you know", "i was wondering"; a wh-phrase or "if" / "whether"; a clause
-built from subjects and predicates in lists; the whole an end, holds after
-the frame, the wh-phrase and the clause's subject). The shipped model reads
-"can you tell me when the museum opens" 0.03 after "How can I help you?",
-"can you tell me when it starts" 0.04, and the same stopped after the
-clause's subject finished: "can you tell me when the museum" 0.99, "do you
-know what time the gallery" 0.73. One epoch at 1e-3 from the shipped file
-(sha256 7ae6c49b…): development split (79,000 examples, the new ones in
-it) AUC 0.9744 → 0.9769, chitchat 0.9113 → 0.9111, chatterbot 0.9811 →
-0.9813, the indirect questions 0.901 → 0.994 (optimistic: the same lists),
-1.42 % of decisions changed side, threshold and eager 0.42 → 0.38.
-``probe_short_answers.py``'s indirect section, clauses and agent lines
-apart from the lists: ends mean 0.74 → 0.77, at P ≥ 0.9 38 → 43 %, at the
-threshold 95 → 95 %; the same stopped open mean 0.09 → 0.02 ("do you know
-what time the gallery" 0.73 → 0.10); every other section within a line;
-"can you tell me when the museum opens" 0.68, "… when the museum" 0.37.
-Replayed (``--compute fixed``), ``fused``: demo and real-call variants 626 /
-1068 → 624 / 1068 ms, 7.4 %, 12 turns sooner, 1 later, no cut or miss
-added; the held-out turn-taking set (wideband and telephone) 614 / 888 →
-617 / 867 ms, 1.4 %; ``semantic-text`` 692 / 1074 → 689 / 1074 ms, and 674
-/ 996 → 674 / 993 ms, no turn cut that was not. ``eot-eval`` (report only):
-TEN English finished 92.80 → 94.92 %, unfinished 93.23 → 93.23 %, wait 88 →
-87 %; turnsense complete 89.91 → 89.91 %, incomplete 92.62 → 92.99 %. Not
-shipped: ``semantic-text`` without drafts (its threshold now 0.38) cuts
-order-natural-15's code read out ("it's uh b as in boy seven two | five":
-the prefix 0.13 → 0.49, drift, not the new data's wording;
-``tests/test_endpointing.py::test_a_read_out_code_answered_at_the_runs_ceiling_is_heard_within_the_p95_bound``).
-At 5e-4 (threshold 0.39) the same cut, and "can you tell me when the museum"
-reads 0.55. A next try: the same data beside more codes read out after a
-request for them (the drift is there), or a second epoch's check of that
-turn before the choice.
 
 Tried after stage 5 and not shipped (2026-12-03): an agreement or refusal
 said twice ("yes yes", "okay okay thanks", ``repeat_answer_examples``,
@@ -2816,7 +2836,7 @@ def all_examples(
     questions: bool = True,
     reactions: bool = True,
     more_offers: bool = False,
-    indirect: bool = False,
+    indirect: int = 0,
 ) -> list[Example]:
     rng = random.Random(v1.SEED)  # v1's data exactly as v1 draws it
     ex = v1.chitchat_examples(random.Random(rng.random()))
@@ -2852,7 +2872,7 @@ def all_examples(
     if more_offers:
         ex += more_offer_examples(random.Random(rng2.random()))
     if indirect:
-        ex += indirect_question_examples(random.Random(rng2.random()))
+        ex += indirect_question_examples(random.Random(rng2.random()), indirect)
     return [e for e in ex if e.text and not (greetings and _chat_opening_greeting(e))]
 
 
@@ -3014,11 +3034,12 @@ def main() -> None:
     ap.add_argument(
         "--indirect",
         choices=("on", "off"),
-        default="off",
+        default="on",
         help="a caller's question put indirectly ('can you tell me when the office opens') as "
         "an end, its prefixes cut after the frame, the wh-word or the clause's subject as holds "
-        "(indirect_question_examples; an experiment, not in the shipped model)",
+        "(indirect_question_examples); off: the data of the fine-tunes before it",
     )
+    ap.add_argument("--indirect-groups", type=int, default=6000, help="with --indirect on")
     ap.add_argument(
         "--distill",
         type=Path,
@@ -3060,7 +3081,7 @@ def main() -> None:
         args.questions == "on",
         args.reactions == "on",
         args.more_offers == "on",
-        args.indirect == "on",
+        args.indirect_groups if args.indirect == "on" else 0,
     )
     soft: dict[int, float] = {}
     if args.distill is not None:

@@ -942,19 +942,23 @@ async def test_a_read_out_code_answered_at_the_runs_ceiling_is_heard_within_the_
 ) -> None:
     """order-natural-15's "It's uh B as in boy seven two five." (after "Can
     I have the order number, please?") reads undecided at its end as at
-    its chunk pause, so it is answered at the digit run's ceiling; with
-    LLM 350 + TTS 150 ms the caller hears the reply within 1.6 s of the
-    last digit (at the former 1200 ms ceiling: 1804 ms, over the bound
+    its chunk pause, so ``fused`` answers it at the digit run's ceiling;
+    with LLM 350 + TTS 150 ms the caller hears the reply within 1.6 s of
+    the last digit (at the former 1200 ms ceiling: 1804 ms, over the bound
     every read-out code then set). Without drafts: a draft sent as that
     commit comes due brings the reply ~300 ms sooner still
-    (``tests/test_draft_hold.py``)."""
+    (``tests/test_draft_hold.py``). ``semantic-text`` decides by its
+    threshold (0.36): the whole code reads 0.44, over it (answered at its
+    floor), the code up to its chunk pause 0.33, under it (held: not cut)."""
     pytest.importorskip("pipecat")
     rec = load_recording(CORPUS / "order-natural-15")
     score = await replay_call(rec, spec, ReplayConfig(compute="fixed", eager=False))
     code = score.turns[1]
     assert not code.interrupted and not code.missed
     assert code.response_ms is not None
-    assert DIGIT_RUN_MS + 500 < code.response_ms <= 1600
+    assert code.response_ms <= 1600
+    if spec == "fused":
+        assert code.response_ms > DIGIT_RUN_MS + 500
 
 
 async def test_a_threshold_detector_waits_out_a_chunk_pause_inside_a_read_out_code() -> None:
