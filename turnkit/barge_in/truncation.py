@@ -21,10 +21,10 @@ Evidence, best first:
 
 The estimate (documented because it decides what the LLM is told it said):
 each word costs ``syllables + 0.6`` units (:mod:`turnkit.text.spoken_length`),
-where syllables are vowel groups (a final silent "e" dropped, at least one per word; digits count 1.5 each,
-``%``/``$``/``&`` two); punctuation adds a pause after its word: ``, ; :``
-and a lone dash 1.0 unit, ``. ! ?`` 1.5 units; the reply starts with a
-0.5-unit lead-in. Units are stretched to fill each anchored stretch exactly;
+where syllables are vowel groups (a final silent "e" dropped, at least one
+per word; digits count 1.5 each, ``%``/``$``/``&`` two); punctuation adds a
+pause after its word: ``, ; :`` and a lone dash 1.0 unit, ``. ! ?`` 1.5
+units; the reply starts with a 0.5-unit lead-in. Units are stretched to fill each anchored stretch exactly;
 after the last anchor they last what they lasted on average so far, or
 ``nominal_unit_s`` (0.15 s: about 170 words a minute at the ~2.3 units
 a word of conversational replies) when nothing was measured. The weights

@@ -123,8 +123,9 @@ def _run_of(word: TimedWord, runs: list[SpeechRun], starts: list[float]) -> int 
 @dataclass(frozen=True, slots=True)
 class TimedWord:
     """One word of the labelled transcript with the time it was spoken
-    (placed over its speech spans where it has none), the utterance it belongs to, and
-    whether it ends its span (a recogniser's final-segment boundary)."""
+    (placed over its speech spans where it has none), the utterance it
+    belongs to, and whether it ends its span (a recogniser's final-segment
+    boundary)."""
 
     text: str
     start: float
