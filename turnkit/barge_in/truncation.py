@@ -20,17 +20,18 @@ Evidence, best first:
    on earlier anchored stretches, else a nominal rate.
 
 The estimate (documented because it decides what the LLM is told it said):
-each word costs ``syllables + 0.6`` units (:mod:`turnkit.text.spoken_length`),
-where syllables are vowel groups (a final silent "e" dropped, at least one
-per word; digits count 1.5 each, ``%``/``$``/``&`` two); punctuation adds a
-pause after its word: ``, ; :`` and a lone dash 1.0 unit, ``. ! ?`` 1.5
-units; the reply starts with a 0.5-unit lead-in. Units are stretched to fill each anchored stretch exactly;
+each word costs ``syllables + 0.6`` units
+(:mod:`turnkit.text.spoken_length`), where syllables are vowel groups (a
+final silent "e" dropped, at least one per word; digits count 1.5 each,
+``%``/``$``/``&`` two); punctuation adds a pause after its word: ``, ; :``
+and a lone dash 1.0 unit, ``. ! ?`` 1.5 units; the reply starts with a
+0.5-unit lead-in. Units are stretched to fill each anchored stretch exactly;
 after the last anchor they last what they lasted on average so far, or
-``nominal_unit_s`` (0.15 s: about 170 words a minute at the ~2.3 units
-a word of conversational replies) when nothing was measured. The weights
-were chosen on the corpus replies rendered by two engines (Piper, espeak-ng)
-so that the mean signed error is near zero on both (no held-out set).
-It ignores stress and phrase-final lengthening, so it is a ±1-word tool; a
+``nominal_unit_s`` (0.15 s: about 170 words a minute at the ~2.3 units a word
+of conversational replies) when nothing was measured. The weights were chosen
+on the corpus replies rendered by two engines (Piper, espeak-ng) so that the
+mean signed error is near zero on both (no held-out set). It ignores stress
+and phrase-final lengthening, so it is a ±1-word tool; a
 character-proportional split (the usual shortcut) is its baseline in
 ``benchmarks/bench_truncation.py``.
 
