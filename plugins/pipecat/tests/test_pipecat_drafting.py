@@ -223,10 +223,12 @@ async def test_eager_speculation_kept_when_words_unchanged_else_withdrawn(name: 
 
 
 async def test_withdrawn_when_the_caller_goes_on() -> None:
-    """A call where the caller goes on after an eager signal (billing-natural-12:
-    one of its six): that draft is voided when their words come, and its
+    """A call where the caller goes on after an eager signal
+    (easy-order-status-01: one of its three; billing-natural-12 had one until
+    semantic-text v2's stage 10 read its hold lower and no eager signal went
+    out there): that draft is voided when their words come, and its
     speculation is withdrawn, never released; the others are kept."""
-    rec = load_recording(CORPUS / "billing-natural-12")
+    rec = load_recording(CORPUS / "easy-order-status-01")
     engine = TurnkitTurnEngine("fused")
     drafter = EagerDrafter(engine.clock)
     ctx = LLMContext()
