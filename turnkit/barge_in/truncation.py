@@ -56,7 +56,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnkit.frames import Word
-from turnkit.text.spoken_length import is_spoken, word_units
+from turnkit.text.spoken_length import pause_units, word_units
 
 __all__ = [
     "Heard",
@@ -78,8 +78,6 @@ _TOKEN = re.compile(r"\S+")
 _EPS = 1e-6
 
 # Estimate weights, in "syllable units" (see the module docstring).
-SHORT_PAUSE_UNITS = 1.0
-LONG_PAUSE_UNITS = 1.5
 LEAD_IN_UNITS = 0.5
 NOMINAL_UNIT_S = 0.15  # about 170 words a minute at ~2.3 units a word
 
@@ -148,17 +146,6 @@ def tokens(text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in _TOKEN.finditer(text)]
 
 
-def _pause_after(token: str) -> float:
-    if not is_spoken(token):
-        return SHORT_PAUSE_UNITS if any(c in "-–—" for c in token) else 0.0
-    end = token.rstrip("\"')]}»”’")
-    if end.endswith(("...", "…")) or end[-1:] in ".!?":
-        return LONG_PAUSE_UNITS
-    if end[-1:] in ",;:":
-        return SHORT_PAUSE_UNITS
-    return 0.0
-
-
 def _knots(
     n_chars: int, anchors: Sequence[tuple[float, int]], duration_s: float | None
 ) -> list[tuple[float, int]]:
@@ -190,7 +177,7 @@ def estimate_word_timings(
     if not toks:
         return []
     units = [word_units(text[s:e]) for s, e in toks]
-    pauses = [_pause_after(text[s:e]) for s, e in toks]
+    pauses = [pause_units(text[s:e]) for s, e in toks]
     knots = _knots(len(text), anchors, duration_s)
     # Each token belongs to the stretch that holds its first character.
     stretch = []

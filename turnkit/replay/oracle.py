@@ -39,7 +39,7 @@ from turnkit.pipeline import FrameDirection, FrameProcessor
 from turnkit.replay.recording import Recording
 from turnkit.text.normalize import normalize_text, strip_annotations
 from turnkit.text.numerals import READ_OUT_DIGITS, spoken_number
-from turnkit.text.spoken_length import word_units
+from turnkit.text.spoken_length import pause_units, word_units
 
 __all__ = [
     "OracleTranscriber",
@@ -145,20 +145,22 @@ class TimedWord:
 # 74.4 % by their spoken length alone, 84.3 % with this; the held-out
 # turn-taking set, 174 pauses: 80.5, 81.6, 89.7 %.
 CLAUSE_END_BONUS = 1.0
-_CLAUSE_END = tuple(",.;:?!")
 
 
 def _tokens(text: str) -> tuple[list[str], list[bool]]:
     """The normalised words of ``text`` and, for each, whether a clause ends
-    after it in the transcript as written (none where the text has no
-    punctuation, or where word-by-word normalising reads it otherwise)."""
+    after it in the transcript as written (``, ; : . ! ?`` or an ellipsis;
+    none where the text has no punctuation, or where word-by-word
+    normalising reads it otherwise)."""
     words: list[str] = []
     ends: list[bool] = []
     for raw in strip_annotations(text).split():
         said = normalize_text(raw).split()
         words += said
-        clause = raw.rstrip("\"')]}»”’").endswith(_CLAUSE_END)
-        ends += [False] * (len(said) - 1) + [clause] if said else []
+        if said:
+            # A clause ends where the punctuation asks for a pause (the
+            # truncation's reading of the same marks).
+            ends += [False] * (len(said) - 1) + [pause_units(raw) > 0]
     whole = normalize_text(text).split()
     if words != whole:
         return whole, [False] * len(whole)

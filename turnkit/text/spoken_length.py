@@ -9,7 +9,10 @@ transcript has no word times, :mod:`turnkit.replay.oracle`).
 A word costs ``syllables + WORD_UNITS``: syllables are vowel groups (a final
 silent "e" dropped, at least one per word; digits count 1.5 each, ``%``,
 ``$`` and ``&`` two; another script one per two letters), and every word
-has a fixed share (its onset and offset consonants, the joins). The weights
+has a fixed share (its onset and offset consonants, the joins). A token's
+punctuation adds a pause after it: ``, ; :`` and a lone dash
+``SHORT_PAUSE_UNITS``, ``. ! ?`` and an ellipsis ``LONG_PAUSE_UNITS``; the
+replay reads a token with such a pause as a clause's end. The weights
 were chosen on the corpus replies rendered by two engines (Piper, espeak-ng)
 so that the mean signed error is near zero on both; it ignores stress and
 phrase-final lengthening, so it places words to about one either way.
@@ -19,12 +22,22 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["WORD_UNITS", "is_spoken", "syllables", "word_units"]
+__all__ = [
+    "LONG_PAUSE_UNITS",
+    "SHORT_PAUSE_UNITS",
+    "WORD_UNITS",
+    "is_spoken",
+    "pause_units",
+    "syllables",
+    "word_units",
+]
 
 _VOWELS = re.compile(r"[aeiouy]+")
 _LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
 
 WORD_UNITS = 0.6
+SHORT_PAUSE_UNITS = 1.0
+LONG_PAUSE_UNITS = 1.5
 
 
 def is_spoken(token: str) -> bool:
@@ -53,3 +66,16 @@ def syllables(token: str) -> float:
 def word_units(token: str) -> float:
     """How long ``token`` takes to say, in units (0 for one not spoken)."""
     return syllables(token) + WORD_UNITS if is_spoken(token) else 0.0
+
+
+def pause_units(token: str) -> float:
+    """The pause ``token``'s punctuation asks for after it, in units (see the
+    module docstring; 0 for none)."""
+    if not is_spoken(token):
+        return SHORT_PAUSE_UNITS if any(c in "-–—" for c in token) else 0.0
+    end = token.rstrip("\"')]}»”’")
+    if end.endswith(("...", "…")) or end[-1:] in ".!?":
+        return LONG_PAUSE_UNITS
+    if end[-1:] in ",;:":
+        return SHORT_PAUSE_UNITS
+    return 0.0
