@@ -34,6 +34,19 @@ from turnkit.text.normalize import normalize_text
         ("twenty-five, state-of-the-art e-mail", "twenty-five state-of-the-art e-mail"),
         ("Boston - no, Denver", "boston no denver"),
         ("I want to go to the--", "i want to go to the"),
+        # a sound named in parentheses or asterisks is dropped; a word there
+        # is an uncertain hearing of a word said, and kept
+        ("I need a taxi (Laughs)", "i need a taxi"),
+        ("yes *cough* please (clears throat)", "yes please"),
+        ("i need the (unintelligible) one", "i need the one"),
+        ("i need a (taxi)", "i need a taxi"),
+        ("the *second* one", "the second one"),
+        # CHAT (TalkBank): an event, a filler, a fragment, an unintelligible stretch
+        ("&=laughs i need a &-uh &+tax taxi xxx", "i need a uh uh taxi"),
+        # non-native fillers as transcribers write them; "'em" is "them"
+        ("em I want ahm the ähm aah", "um i want um the um uh"),
+        ("tell 'em I said hi", "tell them i said hi"),
+        ("I am here, him and Emma", "i am here him and emma"),
     ],
 )
 def test_real_transcript_conventions(said: str, seen: str) -> None:
@@ -67,7 +80,11 @@ def test_fillers_spelled_otherwise_read_as_unfinished() -> None:
         "I want to book a eh",
         "I want to book a ah",
         "I want to book a hmm",
+        "I want to book a em",
+        "I want to book a ahm",
+        "I want to book a (laughs)",
         "I want to go to the bo-",
+        "I want to go to the &+bo",
         "%HESITATION I need the",
     ):
         assert scorer.predict(held) < bar, held
@@ -76,8 +93,8 @@ def test_fillers_spelled_otherwise_read_as_unfinished() -> None:
 def test_annotations_do_not_move_the_score() -> None:
     scorer = SemanticTextDetector.text_scorer()
     for text in ("yeah i need to uh", "yes please", "my name is john smith"):
-        assert scorer.predict(f"{text} [laughter]") == pytest.approx(scorer.predict(text))
-        assert scorer.predict(f"<noise> {text}") == pytest.approx(scorer.predict(text))
+        for said in (f"{text} [laughter]", f"<noise> {text}", f"{text} (laughs)", f"*cough* {text}"):
+            assert scorer.predict(said) == pytest.approx(scorer.predict(text)), said
 
 
 def test_backchannels_as_real_transcripts_spell_them() -> None:
@@ -106,3 +123,25 @@ def test_oracle_skips_annotation_words_and_keeps_the_hesitation() -> None:
     rec = SimpleNamespace(caller_turns=[turn], backchannels=[])
     words = [w.text for w in oracle_words(rec)]  # type: ignore[arg-type]
     assert words == ["i", "need", "the", "um", "uh", "boston"]
+
+
+def test_oracle_skips_a_sound_named_in_parentheses() -> None:
+    """A word-timed transcript that names a sound ("(laughs)") as a word:
+    the stand-in recogniser writes no word for it."""
+    turn = CallerTurn(
+        type="caller_turn",
+        start=0.0,
+        end=1.6,
+        text="I need (laughs) em a taxi",
+        words=[
+            WordTiming(text="I", start=0.0, end=0.2),
+            WordTiming(text="need", start=0.2, end=0.5),
+            WordTiming(text="(laughs)", start=0.5, end=0.8),
+            WordTiming(text="em", start=0.8, end=1.0),
+            WordTiming(text="a", start=1.0, end=1.1),
+            WordTiming(text="taxi", start=1.1, end=1.6),
+        ],
+    )
+    rec = SimpleNamespace(caller_turns=[turn], backchannels=[])
+    words = [w.text for w in oracle_words(rec)]  # type: ignore[arg-type]
+    assert words == ["i", "need", "um", "a", "taxi"]

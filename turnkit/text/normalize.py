@@ -6,10 +6,12 @@ stand-in recogniser), so a model trained on normalised text sees at run time
 what it saw in training.
 
 Transcripts of real calls carry more than words: annotations
-(``[laughter]``, ``<noise>``, ``{breath}``), recogniser hesitation tokens
-(``%HESITATION``, ``%uh``), cut-off words (``bo-``) and fillers spelled many
-ways (``uhm``, ``erm``, ``ehm``, ``hmm``, ``ah``: non-native speakers' fillers
-vary). The text models learnt fillers as ``uh`` and ``um`` only: spelled any
+(``[laughter]``, ``<noise>``, ``{breath}``; a sound named in parentheses or
+asterisks, ``(laughs)``, ``*cough*``; CHAT's ``&=laughs`` and ``xxx``),
+recogniser hesitation tokens (``%HESITATION``, ``%uh``), cut-off words
+(``bo-``, CHAT's ``&+bo``) and fillers spelled many ways (``uhm``, ``erm``,
+``ehm``, ``em``, ``ahm``, ``hmm``, ``ah``, CHAT's ``&-uh``: non-native
+speakers' fillers vary). The text models learnt fillers as ``uh`` and ``um`` only: spelled any
 other way they read as a content word, and "I want to book a uhm" scored as
 finished (0.93), "… a ah" 0.98. A lone "hmm" or "ah" as a whole answer then
 reads as unfinished too: it waits for the ceiling, the cheaper mistake. So annotations are dropped, and
@@ -30,7 +32,29 @@ import re
 
 __all__ = ["normalize_text", "strip_annotations"]
 
-_ANNOTATION = re.compile(r"\[[^\]]*\]|<[^>]*>|\{[^}]*\}|\(\(\s*\)\)")
+# Sounds transcribers name instead of writing words, in parentheses or
+# asterisks ("(laughs)", "*cough*"). Only these labels: a parenthesised word
+# may be an uncertain hearing of a word said ("((maybe))", "(taxi)"), kept.
+_SOUNDS = (
+    r"laugh(?:s|ing|ter)?|chuckles?|giggles?|noise|noises|static|music|beeps?|clicks?|"
+    r"cough(?:s|ing)?|sneez(?:e|es|ing)|sigh(?:s|ing)?|breath(?:s|es|ing)?|inhales?|exhales?|"
+    r"sniff(?:s|ing)?|lip ?smack|clears? (?:his |her |their )?throat|throat clear(?:ing)?|"
+    r"inaudible|unintelligible|indistinct|crosstalk|overlap(?:ping)?|silence|pause|long pause|"
+    r"background(?: \w+)?|typing|ringing|hangs? up|unk"
+)
+_ANNOTATION = re.compile(
+    r"\[[^\]]*\]|<[^>]*>|\{[^}]*\}|\(\(\s*\)\)"
+    rf"|\((?:{_SOUNDS})\)|\*(?:{_SOUNDS})\*"
+    # CHAT (TalkBank, CABank's phone calls): "&=laughs" an event, "xxx" a
+    # stretch nobody could make out.
+    r"|&=[\w:]+|(?<![\w'])(?:xxx|yyy)(?![\w'])",
+    re.IGNORECASE,
+)
+# CHAT writes a filler "&-uh" and a fragment "&+bo" (a word broken off).
+_CHAT_FILLER = re.compile(r"&-(?=[a-z])")
+_CHAT_FRAGMENT = re.compile(r"&\+[a-z']+")
+# "'em" is "them" said short, not the filler "em".
+_THEM = re.compile(r"(?<![\w'])'em(?![\w'])")
 _HESITATION = re.compile(r"%\s*(?:hesitation|uh+|eh+|er+|ah+)\b")
 _HESITATION_M = re.compile(r"%\s*(?:um+|uhm+|erm+|ehm+|mm+)\b")
 # A word broken off: letters glued to one trailing hyphen ("bo-"), not a
@@ -38,8 +62,11 @@ _HESITATION_M = re.compile(r"%\s*(?:um+|uhm+|erm+|ehm+|mm+)\b")
 _CUT_OFF = re.compile(r"(?<![\w'-])[a-z']+-(?=\s|$)")
 _DROP = re.compile(r"[^\w\s'-]+")
 _EDGE = re.compile(r"(?<!\w)['-]+|['-]+(?!\w)")
-_FILLER_UH = re.compile(r"^(?:uh+|u+hh+|er+|eh+|ah+)$")
-_FILLER_UM = re.compile(r"^(?:u+m+|uhm+|u+hm+|erm+|ehm+|umm+|h+m+|m{2,})$")
+_FILLER_UH = re.compile(r"^(?:uh+|u+hh+|er+|e+h+|a+h+|ä+h*|ö+h*)$")
+# "em", "ahm", "ähm": how non-native callers' fillers are often written.
+_FILLER_UM = re.compile(
+    r"^(?:u+m+|uhm+|u+hm+|erm+|e+h*m+|a+hm+|ä+h*m+|ö+h*m+|umm+|h+m+|m{2,})$"
+)
 
 
 def strip_annotations(text: str) -> str:
@@ -60,7 +87,10 @@ def normalize_text(text: str) -> str:
     """Lower case; punctuation dropped except in-word ``'`` and ``-``;
     annotations dropped; hesitations and fillers as ``uh`` / ``um``."""
     t = text.lower().replace("’", "'")
+    t = _THEM.sub("them", t)
     t = strip_annotations(t)
+    t = _CHAT_FILLER.sub("", t)
+    t = _CHAT_FRAGMENT.sub(" uh ", t)
     t = _HESITATION_M.sub(" um ", t)
     t = _HESITATION.sub(" uh ", t)
     t = _CUT_OFF.sub(" uh ", t)
