@@ -183,6 +183,32 @@ def cut(call: Call, t0: float, d: float, channel: str = "both") -> Call:
     return out
 
 
+def shorten_hold(call: Call, turn: int, hold: int, keep: float) -> Call:
+    """Caller turn ``turn``'s hold ``hold`` left ``keep`` seconds of its
+    silence: the rest is removed from both channels, and the turn's later
+    spans, words and holds, and every later event, move back with it."""
+    t = call.of("caller_turn")[turn]
+    h = (t.get("holds") or [])[hold]
+    d = round(h["end"] - h["start"] - keep, 4)
+    if d <= 0:
+        return call.copy()
+    t0 = h["start"] + keep
+    # The turn spans the cut by design: it is set aside and moved here.
+    rest = call.copy()
+    rest.meta["events"] = [e for e in call.events if e is not t]
+    out = cut(rest, t0, d)
+    moved = copy.deepcopy(t)
+    moved["end"] = _shift(moved["end"], t0, d)
+    for key in ("words", "holds"):
+        for w in moved.get(key) or []:
+            w["start"], w["end"] = _shift(w["start"], t0, d), _shift(w["end"], t0, d)
+    if moved.get("spans"):
+        moved["spans"] = [[_shift(a, t0, d), _shift(b, t0, d)] for a, b in moved["spans"]]
+    # Back in its place: events before it are not moved by the cut.
+    out.events.insert(next(i for i, e in enumerate(call.events) if e is t), moved)
+    return out
+
+
 def truncate(call: Call, t: float) -> Call:
     """The call ends at ``t``: audio cut there, later events dropped."""
     out = call.copy()

@@ -452,3 +452,35 @@ def test_a_filler_held_in_a_pause_after_finished_words_is_not_a_stall(tmp_path: 
     score = _replay(rec, "fused")
     assert not score.turns[1].interrupted and not score.turns[2].interrupted, score.turns
     assert not [t.turn for t in score.turns if t.missed]
+
+
+def test_a_hold_shortened_keeps_the_audio_and_labels_together(tmp_path: Path) -> None:
+    """``shorten_hold``: refund-mixed-10's first turn, its 0.88 s pause
+    between two sentences cut to 0.25 s. The turn's later span, words and
+    the call's later events move back by what was cut, the audio with them;
+    replayed, ``fused``'s draft on the first sentence is voided by the
+    caller's next words (the commit held for its first token), the turn is
+    not cut. The original pause is long enough to be cut."""
+    call = rv.Call.load(RECORDINGS / "refund-mixed-10")
+    turn = call.of("caller_turn")[0]
+    hold = turn["holds"][0]
+    d = hold["end"] - hold["start"] - 0.25
+    short = rv.shorten_hold(call, 0, 0, 0.25)
+    t = short.of("caller_turn")[0]
+    assert t["holds"][0]["end"] - t["holds"][0]["start"] == pytest.approx(0.25, abs=1e-3)
+    assert t["end"] == pytest.approx(turn["end"] - d, abs=1e-3)
+    assert t["spans"][1][0] == pytest.approx(hold["start"] + 0.25, abs=1e-3)
+    assert [w["text"] for w in t["words"]] == [w["text"] for w in turn["words"]]
+    assert len(call.caller) - len(short.caller) == round(d * call.caller_rate)
+    later = [e for e in short.events if e["start"] > t["end"]]
+    assert later and all(
+        e["start"] == pytest.approx(o["start"] - d, abs=1e-3)
+        for e, o in zip(later, [e for e in call.events if e["start"] > turn["end"]], strict=True)
+    )
+    score = _replay(_save(short, tmp_path / "call", "refund-hold0.25"), "fused")
+    assert not score.turns[0].interrupted and not score.turns[0].missed
+    before = _replay(load_recording(RECORDINGS / "refund-mixed-10"), "fused")
+    assert before.turns[0].interrupted
+    # The same drafts but the one on the first sentence, voided.
+    assert score.drafts["started"] == before.drafts["started"]
+    assert score.drafts["cancelled"] == before.drafts["cancelled"] + 1
