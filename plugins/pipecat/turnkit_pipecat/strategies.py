@@ -23,12 +23,14 @@ caller frame is analysed once.
 Example::
 
     engine = TurnkitTurnEngine("fused")
+    # held for the LLM's first token (FirstTokenObserver(drafter) on the task)
+    drafter = EagerDrafter(engine.clock, DraftParams(learn_first_token=True))
     user_agg, assistant_agg = LLMContextAggregatorPair(
         context,
         user_params=LLMUserAggregatorParams(
             user_turn_strategies=UserTurnStrategies(
                 start=[TurnkitUserTurnStartStrategy(engine)],
-                stop=[TurnkitUserTurnStopStrategy(engine, drafter=EagerDrafter(engine.clock))],
+                stop=[TurnkitUserTurnStopStrategy(engine, drafter=drafter)],
             )
         ),
     )
