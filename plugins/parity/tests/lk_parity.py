@@ -12,7 +12,9 @@ our ``AudioInput`` and pushes every frame to the turnkit stream
 when its own VAD hears a pause, and commits the user turn.
 
 Lock step: the caller audio is the very sequence of 16-bit chunks and
-transcripts the Pipecat host gets (:func:`turnkit_pipecat.replay.recording_frames`);
+transcripts the Pipecat host gets (:func:`turnkit_pipecat.replay.replay_frames`:
+a streaming recogniser's words as said, or a segmented one's runs written
+whole once the VAD closed them, with the replay configuration's delays);
 each chunk is handed to LiveKit only once the turnkit stream has judged the
 previous one, and each transcript (the caller's words, as
 ``turnkit_livekit.attach`` hands LiveKit's ``user_input_transcribed``
@@ -43,13 +45,13 @@ from livekit.agents.voice.io import AudioInput
 from livekit.plugins import silero
 from pipecat.frames.frames import InputAudioRawFrame, InterimTranscriptionFrame, TranscriptionFrame
 from turnkit_livekit import TurnkitStreamingDetector, turn_detector
-from turnkit_pipecat.replay import recording_frames
+from turnkit_pipecat.replay import replay_frames
 
 from turnkit.audio import FRAME_SAMPLES, SAMPLE_RATE
 from turnkit.audio.wav import read_wav
 from turnkit.barge_in.echo import EchoFilter, align_reference
 from turnkit.replay.recording import Recording
-from turnkit.replay.simulator import LabelPlanner, ReplayConfig, open_line_until
+from turnkit.replay.simulator import LabelPlanner, ReplayConfig, segmented_p99_ms
 
 __all__ = ["LiveKitRun", "replay_in_livekit"]
 
@@ -75,17 +77,12 @@ class _Feed:
     replay feeds it (:func:`~turnkit.replay.simulator.open_line_until`)."""
 
     def __init__(
-        self, rec: Recording, agent_text: list[tuple[float, str]], timeout_s: float
+        self, rec: Recording, agent_text: list[tuple[float, str]], config: ReplayConfig
     ) -> None:
-        self.items = recording_frames(rec)
-        chunks = sum(1 for f in self.items if isinstance(f, InputAudioRawFrame))
-        stop = open_line_until(rec, timeout_s)
-        silence = bytes(2 * FRAME_SAMPLES)
-        while chunks * FRAME_SAMPLES / SAMPLE_RATE < stop - 1e-9:
-            self.items.append(
-                InputAudioRawFrame(audio=silence, sample_rate=SAMPLE_RATE, num_channels=1)
-            )
-            chunks += 1
+        # The Pipecat host's very frames: the recogniser's delay, jitter and
+        # kind (a segmented one writes each run once the VAD closed it), and
+        # the open line after the file.
+        self.items = replay_frames(rec, config)
         self.agent_text = sorted(agent_text)
         self.position = 0.0
 
@@ -205,10 +202,19 @@ async def replay_in_livekit(
     # A telephone recording reaches LiveKit resampled to 16 kHz (a SIP
     # participant): the deployment says the line's rate, as turnkit replay
     # reads it from the file, so the audio evidence is weighed alike.
-    detector = turn_detector(spec, line_rate=rec.line_rate)
+    segmented = config.stt == "segmented"
+    detector = turn_detector(
+        spec,
+        line_rate=rec.line_rate,
+        # A segmented STT (Whisper behind LiveKit's StreamAdapter) is
+        # declared with its p99 time to a final, as turnkit replay tells its
+        # detector.
+        recogniser=config.stt,
+        final_p99_s=segmented_p99_ms(config) / 1000 if segmented else None,
+    )
     assert isinstance(detector, TurnkitStreamingDetector)
     run = LiveKitRun()
-    src = LockstepAudioInput(_Feed(rec, texts, config.timeout_s), detector, run)
+    src = LockstepAudioInput(_Feed(rec, texts, config), detector, run)
     src.use_echo(echo_of(rec, config))
     session: AgentSession = AgentSession(
         vad=silero.VAD.load(min_silence_duration=0.3),

@@ -259,17 +259,37 @@ SEGMENTED = ReplayConfig(
 
 
 @pytest.mark.parametrize("call", CALLS)
-async def test_pipecat_decides_alike_with_a_segmented_recogniser(call: str, report: Report) -> None:
-    """The same decisions in Pipecat as in ``turnkit replay --stt
-    segmented``: the engine declared segmented (``TurnkitTurnEngine(recogniser=)``)
-    and one final transcript per run, stamped on arrival, against the
-    replay's oracle written by the same schedule. LiveKit's host is not
-    run here (its STT node would need LiveKit's StreamAdapter and VAD)."""
+async def test_hosts_decide_alike_with_a_segmented_recogniser(call: str, report: Report) -> None:
+    """The same decisions in Pipecat and LiveKit as in ``turnkit replay
+    --stt segmented``: each host's detector declared segmented
+    (``TurnkitTurnEngine(recogniser=)``, ``turn_detector(recogniser=,
+    final_p99_s=)``: a pause is not judged on the words before it, and a
+    decision waits for the run's words) and fed one final transcript per
+    run, stamped on arrival, against the replay's oracle written by the
+    same schedule. LiveKit gets the transcripts as ``turnkit_livekit.attach``
+    hands it the session's (a non-streaming STT behind LiveKit's
+    ``StreamAdapter`` writes one final per VAD segment); its own VAD and
+    STT node are not run."""
     rec = load_recording(RECORDINGS / call)
     ref, pipecat = await _replay_and_pipecat(rec, DETECTOR, SEGMENTED)
-    rows = {"pipecat": compare(call, ref, pipecat, list(ALLOWED))}
+    lk_config = SEGMENTED.model_copy(update={"draft_hold": False})
+    with watching("replay") as w:
+        await replay_call(rec, DETECTOR, lk_config)
+    lk_ref = w.trace()
+    with watching("livekit") as w:
+        lk = await replay_in_livekit(rec, DETECTOR, lk_config, _agent_started(lk_ref))
+    livekit = w.trace()
     assert len(ref.of("turn_end")) >= len(rec.caller_turns)
-    text = table(f"{call} ({DETECTOR}, segmented recogniser)", "replay", rows, {})
+    assert lk.streams == 1 and lk.frames > 0 and lk.predictions > 0
+    allowed = list(ALLOWED) + [
+        Allowed(call, "livekit", kind, LIVEKIT_TURN, windows=after_cutoffs(rec, lk_ref))
+        for kind in LIVEKIT_KINDS
+    ]
+    rows = {
+        "pipecat": compare(call, ref, pipecat, allowed),
+        "livekit": compare(call, lk_ref, livekit, allowed, kinds=set(LIVEKIT_KINDS)),
+    }
+    text = table(f"{call} ({DETECTOR}, segmented recogniser)", "replay", rows, NOT_RUN)
     text += _summaries(rows)
     print("\n" + text)
     report.write(f"{DETECTOR}-segmented", text)

@@ -89,6 +89,7 @@ __all__ = [
     "LatencyModelAgent",
     "feed_frames",
     "recording_frames",
+    "replay_frames",
     "replay_in_pipecat",
     "replay_user_aggregator",
     "run_frames",
@@ -393,6 +394,24 @@ class LatencyModelAgent(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
+def replay_frames(rec: Recording, config: ReplayConfig) -> list[Frame]:
+    """The caller audio and transcripts ``turnkit replay`` with ``config``
+    feeds its detector (the recogniser's delay, jitter and kind; the line
+    open after the file as far as the replay keeps it), as frames: what a
+    framework host is fed to decide alike."""
+    segmented = config.stt == "segmented"
+    return recording_frames(
+        rec,
+        stt_delay_s=config.stt_delay_ms / 1000,
+        until_s=open_line_until(rec, config.timeout_s),
+        stt_jitter_s=config.stt_jitter_ms / 1000,
+        seed=call_seed(config, rec.id, "stt"),
+        segmented=segmented,
+        close_s=config.vad_stop_ms / 1000,
+        runs=recogniser_runs(rec, config) if segmented else None,
+    )
+
+
 async def replay_in_pipecat(
     rec: Recording,
     detector_spec: str,
@@ -438,16 +457,7 @@ async def replay_in_pipecat(
     # sets it): the detector's commits wait for its drafts, as there.
     assert agent.agent is not None
     engine.detector.attach_drafter(agent.agent._r().drafter)
-    frames = recording_frames(
-        rec,
-        stt_delay_s=config.stt_delay_ms / 1000,
-        until_s=open_line_until(rec, config.timeout_s),
-        stt_jitter_s=config.stt_jitter_ms / 1000,
-        seed=call_seed(config, rec.id, "stt"),
-        segmented=config.stt == "segmented",
-        close_s=config.vad_stop_ms / 1000,
-        runs=recogniser_runs(rec, config) if config.stt == "segmented" else None,
-    )
+    frames = replay_frames(rec, config)
     if config.stt == "segmented":
         # A segmented STT service tells the pipeline how late its words may
         # come, as turnkit replay tells its detector.
