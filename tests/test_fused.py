@@ -14,10 +14,13 @@ from conftest import DetectorDriver
 from turnkit.clock import VirtualClock
 from turnkit.detectors import create_detector
 from turnkit.detectors.fused import PROFILES, FusedDetector, FusedParams, choose_profile, wait_ms
+from turnkit.drafting.drafter import DraftParams, EagerDrafter
 from turnkit.frames import (
+    TranscriptFrame,
     TurnEagerFrame,
     TurnEndFrame,
     TurnResumedFrame,
+    Word,
 )
 from turnkit.replay.metrics import aggregate
 from turnkit.replay.recording import load_recording
@@ -287,6 +290,71 @@ async def test_early_eager_is_voided_when_the_caller_goes_on() -> None:
     back = await d.frames(0.95, 0.3)
     assert sum(isinstance(f, TurnResumedFrame) for f in back) == 1
     assert not any(isinstance(f, TurnEagerFrame | TurnEndFrame) for f in back)
+
+
+@pytest.mark.parametrize(("start_after_end", "eagers"), [(-0.25, 2), (0.1, 1)])
+async def test_a_last_word_written_in_the_pause_sends_a_new_eager(
+    start_after_end: float, eagers: int
+) -> None:
+    """A drafting host (its drafter holds the commit for a 350 ms first
+    token): the early eager goes out on "i'd like to book a table for two"
+    at the first quiet frame and its draft starts; the recogniser writes
+    the speech's last word, "please", 0.2 s into the pause, which voids
+    that draft. The pause sends its eager signal again and the turn's end
+    uses the new draft (before: one signal per pause, so none went out, the
+    commit found no draft and waited for a fresh request: +500 ms on the
+    held-out turn-taking set's turn ending on a spelled "O K A F O | R").
+    A word begun after the pause started is the caller going on, not a late
+    word: no new signal (it would spend one of the turn's three drafts on
+    words the VAD is about to hear go on)."""
+    d = Drive("fused:audio=off")
+    drafter = EagerDrafter(d.clock, DraftParams(first_token_ms=350))
+    d.det.attach_drafter(drafter)
+    text = ""
+
+    async def tell(said: list[tuple[str, float, float]]) -> None:
+        nonlocal text
+        text = " ".join(w for w, _, _ in said)
+        drafter.on_transcript(text)
+        frame = TranscriptFrame(
+            at=d.clock.now(),
+            text=text,
+            is_final=True,
+            spoken_until=said[-1][2],
+            words=[Word(text=w, start=s, end=e) for w, s, e in said],
+        )
+        out = await d.det.on_transcript(frame)
+        for f in out:
+            if isinstance(f, TurnEagerFrame):
+                drafter.on_eager(text)
+
+    async def quiet(seconds: float) -> list:
+        out = []
+        for _ in range(round(seconds / FRAME_S)):
+            step = await d.frames(0.02, FRAME_S)
+            for f in step:
+                if isinstance(f, TurnEagerFrame):
+                    drafter.on_eager(text)
+                elif isinstance(f, TurnEndFrame):
+                    out.append(drafter.on_end(text)[0])
+            out += step
+        return out
+
+    await d.frames(0.95, 1.0)
+    words = [("i'd", 0.05, 0.2), ("like", 0.2, 0.4), ("to", 0.4, 0.5), ("book", 0.5, 0.7)]
+    words += [("a", 0.7, 0.75), ("table", 0.75, 0.9), ("for", 0.9, 0.95), ("two", 0.95, 1.0)]
+    await tell(words)
+    await d.frames(0.95, 0.3)
+    speech_end = d.t
+    out = await quiet(0.2)
+    assert drafter.stats.started == 1, "the early eager's draft"
+    start = speech_end + start_after_end
+    await tell([*words, ("please", start, start + 0.2)])
+    assert drafter.stats.cancel_reasons == {"words changed": 1}
+    out += await quiet(3.0)
+    assert sum(isinstance(f, TurnEagerFrame) for f in out) == eagers
+    assert sum(isinstance(f, TurnEndFrame) for f in out) == 1
+    assert ("use" in out) == (eagers == 2)
 
 
 async def test_unfinished_text_sends_no_early_eager() -> None:

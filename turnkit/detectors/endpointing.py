@@ -548,7 +548,10 @@ class _Pause:
     # Clock time at which every look charged so far has finished: the
     # looks run one after another on the host's one thread.
     ready_at: float = 0.0
-    eager_sent: bool = False
+    # The words the pause's eager signal went out for (None: none yet). New
+    # words in the pause void that draft (the recogniser's last word written
+    # after the first quiet frame), so they may send another.
+    eager_text: str | None = None
     segment_waited: bool = False  # due, but waited for a segment's words
 
 
@@ -609,6 +612,8 @@ class Endpointing:
         self._quiet = False  # the last audio frame held no speech
         self._speech_end = 0.0
         self._early_at: float | None = None  # speech end an early eager went out for
+        self._early_text = ""  # ... and the words it went out for
+        self._last_word_start: float | None = None  # the transcript's last word's start
         self._pre: _Pause | None = None  # a look taken in the VAD's hangover
         # Speech the VAD heard in the open turn since its words last changed
         # (ms; None: no words yet), for the stalled-words end.
@@ -793,6 +798,7 @@ class Endpointing:
             # Word times say which speech the words cover (the owed-words
             # rule reads them); without them judged_text infers it.
             self._timed = bool(frame.words)
+            self._last_word_start = frame.words[-1].start if frame.words else None
         if changed and frame.spoken_until > 0.0 and frame.at >= frame.spoken_until:
             # How late the recogniser writes a word after it is said.
             self._lags.append((frame.at - frame.spoken_until) * 1000)
@@ -1104,7 +1110,7 @@ class Endpointing:
             if self._early_at is not None:
                 # The early eager's draft is out for this pause.
                 self._early_at = None
-                pause.eager_sent = True
+                pause.eager_text = self._early_text
                 self.signalled = True
             if pause is not pre:
                 await self._look(pause, now)
@@ -1137,8 +1143,9 @@ class Endpointing:
             wait = max(wait, self.segment_wait_ms)
         p = pause.score.p if pause.score is not None else None
         # Whether this pause can still send its eager signal: a score, none
-        # sent yet, and not while the last speech's words are owed.
-        can_signal = not segment_owed and not pause.eager_sent and p is not None
+        # sent yet for these words, and not while the last speech's words
+        # are owed.
+        can_signal = not segment_owed and p is not None and self._may_signal(pause)
         # With a drafting host, a commit due before a draft sent now could
         # have its first token (due now included) drafts first: the reply
         # comes as soon, and the caller has that long to go on uncut. Only
@@ -1163,7 +1170,7 @@ class Endpointing:
         if can_signal and (
             draft_first or (policy.eager is not None and p is not None and p >= policy.eager)
         ):
-            pause.eager_sent = True
+            pause.eager_text = self.judged_text()
             self.signalled = True  # speech after this yields TurnResumedFrame
             # Only the part of the look's cost still running delays the
             # signal (as for a commit): a look taken in the hangover is done.
@@ -1261,6 +1268,7 @@ class Endpointing:
         if score.p is None or score.p < policy.eager:
             return []
         self._early_at = self._speech_end
+        self._early_text = text
         return [
             TurnEagerFrame(
                 at=self.clock.now(),
@@ -1269,6 +1277,23 @@ class Endpointing:
                 compute_ms=self._charge(score),
             )
         ]
+
+    def _may_signal(self, pause: _Pause) -> bool:
+        """Whether ``pause`` may send an eager signal: none sent yet, or one
+        sent for other words, where the last of them began before the pause
+        (by its word times: the recogniser wrote the speech's last word
+        after the first quiet frame, or after the pause's first look): that
+        draft answers words the turn no longer ends on, and a commit with
+        none out waits for a fresh request. A word begun after the pause's
+        start is the caller going on (the VAD hears it a few frames later):
+        it does not spend another of the turn's drafts; nor do words
+        without times."""
+        if pause.eager_text is None:
+            return True
+        if pause.eager_text == self.judged_text():
+            return False
+        start = self._last_word_start
+        return start is not None and start < pause.speech_end
 
     def _draft_holds(self, now: float, frame_s: float = 0.0) -> bool:
         """A draft is out and has no first token yet (no first audio, with
