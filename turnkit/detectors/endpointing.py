@@ -19,7 +19,9 @@ one pause state machine, which owns all the waiting:
   when p reaches ``eager`` before the commit, so a draft may start; with
   ``early_eager`` a text scorer may send it on the first quiet frame, before
   the VAD confirms the pause; speech after either yields
-  :class:`~turnkit.frames.TurnResumedFrame`;
+  :class:`~turnkit.frames.TurnResumedFrame`; another for the same pause
+  only when the recogniser writes a word begun before it (its draft
+  answered words the turn no longer ends on: :meth:`Endpointing._may_signal`);
 * **a draft out holds the commit** (a host that drafts on eager signals and
   attached its drafter, knowing the engine's time to a first token): a
   pause commits no sooner than the draft for its words has that token (a

@@ -40,10 +40,15 @@ switches by context: the agent's last message asking for a number, a
 spelling or an address selects ``patient``; a yes/no question selects
 ``snappy``.
 
-An *eager* signal (``TurnEagerFrame``) goes out once per pause when ``p``
-reaches ``eager`` (default 0.9) before the end is committed, so a draft reply
-can start. A lower bar drafts at holds too: on the demo corpus 0.5 cost
-2.3 LLM requests per turn against 1.4 at 0.9, for the same median saving.
+An *eager* signal (``TurnEagerFrame``) goes out once per pause (again if the
+recogniser writes the speech's last word after it) when ``p`` reaches
+``eager`` (default 0.9) before the end is committed, so a draft reply can
+start. A lower bar starts some drafts a few frames sooner (measured
+2026-12-07, ``--compute fixed``, demo + real-call variants, 203 turns:
+0.9 / 0.8 / 0.5 → p50 625 / 621 / 620 ms, mean 681 / 672 / 668 ms, 1.46
+LLM requests per turn each, 7.4 / 7.4 / 7.9 % cut), and the stall rule
+reads "surely finished" at the same level
+(:meth:`~turnkit.detectors.endpointing.Endpointing.stalled`), so it stays.
 With ``early_eager=on`` (the default) the text evidence may send it sooner:
 on the first quiet frame after the caller's last word has been transcribed,
 before the VAD's stop hysteresis (~100 ms) confirms the pause and before the
