@@ -301,6 +301,34 @@ def test_other_voices_under_the_caller_strand_no_turn(
         ]
 
 
+def test_a_turn_ended_through_other_voices_is_answered_by_a_draft(tmp_path: Path) -> None:
+    """order-natural-15 with three other voices 15 dB under the caller: its
+    last three turns end through that sound (no new word in 800 ms of
+    speech, words that read finished). The draft for them starts 600 ms
+    into the wordless sound, so the end uses it: each answered within 400
+    ms of the end's decision. Before, each end found no draft and waited
+    for a fresh request (1301-1317 ms against 801-817 ms decisions). No
+    draft is voided for it."""
+    call = rv.background(rv.Call.load(RECORDINGS / "order-natural-15"), "talk", 15.0)
+    rec = _save(call, tmp_path / "call", "order-natural-15-talk15")
+    agents: list[SimulatedAgent] = []
+    score = asyncio.run(
+        replay_call(rec, "fused", ReplayConfig(compute="fixed"), observe=agents.append)
+    )
+    stalled = [r for r in score.replies if "no new words" in r["reason"]]
+    assert len(stalled) >= 3, [r["reason"] for r in score.replies]
+    for r in stalled:
+        t = score.turns[r["turn"]]
+        assert r["drafted"], r
+        assert t.response_ms is not None and t.eot_delay_ms is not None
+        assert t.response_ms - t.eot_delay_ms < 400, (t.response_ms, t.eot_delay_ms)
+    # Every end had its draft (before: 3 fresh requests); the one draft
+    # voided is the caller's own going on, as before.
+    drafter = agents[0].responder.drafter
+    assert drafter is not None, agents
+    assert drafter.stats.fresh_requests == 0 and drafter.stats.cancelled <= 1, drafter.stats
+
+
 @pytest.mark.parametrize(
     ("source", "snr"), [("pharmacy-natural-17", 15.0), ("internet-natural-14", 20.0)]
 )

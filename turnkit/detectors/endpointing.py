@@ -223,6 +223,16 @@ STALLED_OPEN_MS = 2.0 * STALLED_MS
 # no turn that 1200 ms did not, 600 ms cut one more (fused) and 3
 # (semantic-text).
 STALLED_SURE_MS = 800.0
+# A draft for a stalled turn's end starts this far into the wordless speech
+# (or later, within the draft's time to its first token of that end): the
+# words of a caller still talking come this late at most. Wordless speech
+# inside a caller's own talk (a word, the recogniser's lag, the VAD's
+# hangover) reached 320-512 ms on the demo, real-call, turn-taking and
+# barge-in sets, where its level can read far under their voice (quiet
+# hangover frames); at 500 ms 14 drafts of 830 turns were voided for it,
+# at 600 none, and the noisy variants' stalled ends got their draft ~190
+# ms sooner than a fresh request (at 500: ~290).
+STALL_DRAFT_MS = 600.0
 # ...unless the wordless sound is the caller's own voice: its level (median
 # of its frames) within OWN_VOICE_DB of the caller's speech level (median of
 # the speech frames heard while they said the words the recogniser wrote, by
@@ -616,6 +626,7 @@ class Endpointing:
         self._early_at: float | None = None  # speech end an early eager went out for
         self._early_text = ""  # ... and the words it went out for
         self._last_word_start: float | None = None  # the transcript's last word's start
+        self._stall_eager_text = ""  # the words a stall's eager signal went out for
         self._pre: _Pause | None = None  # a look taken in the VAD's hangover
         # Speech the VAD heard in the open turn since its words last changed
         # (ms; None: no words yet), for the stalled-words end.
@@ -989,6 +1000,60 @@ class Endpointing:
         voice = float(np.median(np.fromiter(self._voice_db, float)))
         return float(np.median(self._wordless_db)) >= voice - OWN_VOICE_DB
 
+    async def _maybe_stall_draft(self) -> list[SystemFrame]:
+        """An eager signal ahead of a stalled turn's end, so its draft is
+        under way when the turn ends through the sound: the words have
+        stopped for :data:`STALL_DRAFT_MS` of speech that is not the
+        caller's voice (far under their level: a television, an office),
+        they read finished (surely: the stall ends at
+        :data:`STALLED_SURE_MS`; else, or a read-out run, at
+        :data:`STALLED_MS`), and that end is due within the draft's time to
+        its first token (audio). Without it the end found no draft
+        and the reply waited for a fresh request (+500 ms on each such turn
+        of the noisy variants; now ~310). Only where the caller's level is
+        known and the sound is not theirs, and not sooner than
+        :data:`STALL_DRAFT_MS`: under a caller still talking a signal would
+        spend one of the turn's three drafts on words still coming. Once
+        per words; the signal leaves the turn open (the VAD hears speech: no
+        resume is owed for it)."""
+        drafts = self.drafts
+        if (
+            drafts is None
+            or not drafts.params.drafts_on_eager
+            or drafts.hold_ms <= 0.0
+            or not self._reads_text
+            or not self.turn_open
+            or self._wordless_ms is None
+            or not self._streaming.streams
+        ):
+            return []
+        text = self.turn_text()
+        if not text or text == self._stall_eager_text or drafts.ready_at(text) is not None:
+            return []
+        if self._wordless_ms < STALL_DRAFT_MS or self._wordless_ms >= STALLED_MS:
+            return []
+        if len(self._voice_db) < VOICE_MIN_FRAMES or not self._wordless_db or self.own_voice():
+            return []
+        policy = self.policy()
+        score = await self._ask(self._evidence(self._pauses + 1, self.clock.now(), True))
+        if score.p is None:
+            return []
+        # When _stall_verdict would end the turn on these words.
+        if policy.eager is not None and score.p >= policy.eager:
+            due = STALLED_SURE_MS
+        elif policy.reads_finished(score.p) or in_digit_run(text):
+            due = STALLED_MS
+        else:
+            return []
+        if not due - drafts.hold_ms <= self._wordless_ms < due:
+            return []
+        self._stall_eager_text = text
+        return [
+            TurnEagerFrame(
+                at=self.clock.now(), detector=self.spec, probability=score.p, compute_ms=0.0
+            )
+        ]
+
     async def _stall_verdict(self, policy: WaitPolicy) -> str | None:
         """Whether a stalled turn ends now (:meth:`stalled`): a reason's tail,
         or None to keep listening. A scorer that reads text judges the words
@@ -1067,6 +1132,7 @@ class Endpointing:
         if vad.speaking:
             self._pause = None  # speech again: the pending pause is void
             now = self.clock.now()
+            out += await self._maybe_stall_draft()
             if self.stalled():
                 policy = self.policy()
                 verdict = await self._stall_verdict(policy)
