@@ -121,6 +121,20 @@ def _shift(x: Any, t0: float, d: float) -> Any:
     return round(x - d, 4) if x >= t0 + d - 1e-9 else x
 
 
+def _shifted(e: dict[str, Any], t0: float, d: float) -> dict[str, Any]:
+    """A copy of ``e`` with every time of it past the cut moved back by ``d``."""
+    out = copy.deepcopy(e)
+    out["start"] = _shift(out["start"], t0, d)
+    if "end" in out:
+        out["end"] = _shift(out["end"], t0, d)
+    for key in ("words", "holds"):
+        for w in out.get(key) or []:
+            w["start"], w["end"] = _shift(w["start"], t0, d), _shift(w["end"], t0, d)
+    if out.get("spans"):
+        out["spans"] = [[_shift(a, t0, d), _shift(b, t0, d)] for a, b in out["spans"]]
+    return out
+
+
 def _move(e: dict[str, Any], t0: float, d: float) -> dict[str, Any] | None:
     """``e`` after removing ``[t0, t0 + d)``: None when inside it; an error
     when it straddles a cut edge (that would corrupt its audio)."""
@@ -129,16 +143,7 @@ def _move(e: dict[str, Any], t0: float, d: float) -> dict[str, Any] | None:
     if end <= t0 + 1e-9:
         return e
     if s >= t0 + d - 1e-9:
-        out = copy.deepcopy(e)
-        out["start"] = _shift(s, t0, d)
-        if "end" in out:
-            out["end"] = _shift(out["end"], t0, d)
-        for key in ("words", "holds"):
-            for w in out.get(key) or []:
-                w["start"], w["end"] = _shift(w["start"], t0, d), _shift(w["end"], t0, d)
-        if out.get("spans"):
-            out["spans"] = [[_shift(a, t0, d), _shift(b, t0, d)] for a, b in out["spans"]]
-        return out
+        return _shifted(e, t0, d)
     if s >= t0 - 1e-9 and end <= t0 + d + 1e-9:
         return None
     if e.get("type") == "tool_call":
@@ -197,15 +202,9 @@ def shorten_hold(call: Call, turn: int, hold: int, keep: float) -> Call:
     rest = call.copy()
     rest.meta["events"] = [e for e in call.events if e is not t]
     out = cut(rest, t0, d)
-    moved = copy.deepcopy(t)
-    moved["end"] = _shift(moved["end"], t0, d)
-    for key in ("words", "holds"):
-        for w in moved.get(key) or []:
-            w["start"], w["end"] = _shift(w["start"], t0, d), _shift(w["end"], t0, d)
-    if moved.get("spans"):
-        moved["spans"] = [[_shift(a, t0, d), _shift(b, t0, d)] for a, b in moved["spans"]]
-    # Back in its place: events before it are not moved by the cut.
-    out.events.insert(next(i for i, e in enumerate(call.events) if e is t), moved)
+    # Back in its place (events before it are not moved by the cut), its
+    # times past the cut moved (its start is before it).
+    out.events.insert(next(i for i, e in enumerate(call.events) if e is t), _shifted(t, t0, d))
     return out
 
 

@@ -41,7 +41,7 @@ from turnkit.replay.recording import Recording, load_recording
 from turnkit.replay.simulator import ReplayConfig, replay_call
 
 sys.path.insert(0, str(Path(__file__).parent))
-from lk_parity import replay_in_livekit
+from lk_parity import LiveKitRun, replay_in_livekit
 from parity_trace import FRAME_S, Allowed, Row, Trace, compare, summary, table, watching
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -191,6 +191,26 @@ async def _replay_and_pipecat(
     return ref, w.trace()
 
 
+async def _replay_and_livekit(
+    rec: Recording, detector: str, config: ReplayConfig
+) -> tuple[Trace, Trace, LiveKitRun]:
+    """The call's decisions in ``turnkit replay`` and in a LiveKit session
+    (:mod:`lk_parity`), without the draft hold: the LiveKit session here
+    drafts nothing (lk_parity turns its preemptive generation off), so its
+    reference holds no commit; with it on, attach holds commits for
+    LiveKit's drafts at final transcripts only (test_livekit_preemptive),
+    not the replay's eager-signal drafts. LiveKit ran the whole call on one
+    stream and asked it."""
+    lk_config = config.model_copy(update={"draft_hold": False})
+    with watching("replay") as w:
+        await replay_call(rec, detector, lk_config)
+    ref = w.trace()
+    with watching("livekit") as w:
+        lk = await replay_in_livekit(rec, detector, lk_config, _agent_started(ref))
+    assert lk.streams == 1 and lk.frames > 0 and lk.predictions > 0
+    return ref, w.trace(), lk
+
+
 def _summaries(rows: dict[str, list[Row]]) -> str:
     return "".join(
         f"\n{host}: " + " ".join(f"{k}={v}" for k, v in summary(rs).items())
@@ -211,21 +231,10 @@ def _assert_listed(rows: dict[str, list[Row]]) -> None:
 async def test_hosts_decide_alike(call: str, detector: str, report: Report) -> None:
     rec = load_recording(RECORDINGS / call)
     ref, pipecat = await _replay_and_pipecat(rec, detector, CONFIG)
-    # The LiveKit session here drafts nothing (lk_parity turns its
-    # preemptive generation off), so its reference holds no commit; with
-    # it on, attach holds commits for LiveKit's drafts at final transcripts
-    # only (test_livekit_preemptive), not the replay's eager-signal drafts.
-    lk_config = CONFIG.model_copy(update={"draft_hold": False})
-    with watching("replay") as w:
-        await replay_call(rec, detector, lk_config)
-    lk_ref = w.trace()
-    with watching("livekit") as w:
-        lk = await replay_in_livekit(rec, detector, lk_config, _agent_started(lk_ref))
-    livekit = w.trace()
+    lk_ref, livekit, lk = await _replay_and_livekit(rec, detector, CONFIG)
     # The reference decided something in every caller turn (the comparison
-    # compares something) and LiveKit ran the whole call on one stream.
+    # compares something).
     assert len(ref.of("turn_end")) >= len(rec.caller_turns)
-    assert lk.streams == 1 and lk.frames > 0 and lk.predictions > 0
     allowed = list(ALLOWED)
     if detector == "fused":  # reads the caller's words
         allowed += [
@@ -272,15 +281,8 @@ async def test_hosts_decide_alike_with_a_segmented_recogniser(call: str, report:
     STT node are not run."""
     rec = load_recording(RECORDINGS / call)
     ref, pipecat = await _replay_and_pipecat(rec, DETECTOR, SEGMENTED)
-    lk_config = SEGMENTED.model_copy(update={"draft_hold": False})
-    with watching("replay") as w:
-        await replay_call(rec, DETECTOR, lk_config)
-    lk_ref = w.trace()
-    with watching("livekit") as w:
-        lk = await replay_in_livekit(rec, DETECTOR, lk_config, _agent_started(lk_ref))
-    livekit = w.trace()
+    lk_ref, livekit, _ = await _replay_and_livekit(rec, DETECTOR, SEGMENTED)
     assert len(ref.of("turn_end")) >= len(rec.caller_turns)
-    assert lk.streams == 1 and lk.frames > 0 and lk.predictions > 0
     allowed = list(ALLOWED) + [
         Allowed(call, "livekit", kind, LIVEKIT_TURN, windows=after_cutoffs(rec, lk_ref))
         for kind in LIVEKIT_KINDS
