@@ -46,9 +46,9 @@ recogniser writes the speech's last word after it) when ``p`` reaches
 start. A lower bar starts some drafts a few frames sooner (measured
 2026-12-07, ``--compute fixed``, demo + real-call variants, 203 turns:
 0.9 / 0.8 / 0.5 → p50 625 / 621 / 620 ms, mean 681 / 672 / 668 ms, 1.46
-LLM requests per turn each, 7.4 / 7.4 / 7.9 % cut), and the stall rule
-reads "surely finished" at the same level
-(:meth:`~turnkit.detectors.endpointing.Endpointing.stalled`), so it stays.
+LLM requests per turn each, 7.4 / 7.4 / 7.9 % cut), and the stalled-words
+end reads "surely finished" at the same level (it ends a turn whose words
+stopped under other voices at ``endpointing.STALLED_SURE_MS``), so it stays.
 With ``early_eager=on`` (the default) the text evidence may send it sooner:
 on the first quiet frame after the caller's last word has been transcribed,
 before the VAD's stop hysteresis (~100 ms) confirms the pause and before the

@@ -11,10 +11,11 @@ asterisks, ``(laughs)``, ``*cough*``; CHAT's ``&=laughs`` and ``xxx``),
 recogniser hesitation tokens (``%HESITATION``, ``%uh``), cut-off words
 (``bo-``, CHAT's ``&+bo``) and fillers spelled many ways (``uhm``, ``erm``,
 ``ehm``, ``em``, ``ahm``, ``hmm``, ``ah``, CHAT's ``&-uh``: non-native
-speakers' fillers vary). The text models learnt fillers as ``uh`` and ``um`` only: spelled any
-other way they read as a content word, and "I want to book a uhm" scored as
-finished (0.93), "… a ah" 0.98. A lone "hmm" or "ah" as a whole answer then
-reads as unfinished too: it waits for the ceiling, the cheaper mistake. So annotations are dropped, and
+speakers' fillers vary). The text models learnt fillers as ``uh`` and
+``um`` only: spelled any other way they read as a content word, and "I want
+to book a uhm" scored as finished (0.93), "… a ah" 0.98, "… a em" 0.91. A
+lone "hmm" or "ah" as a whole answer then reads as unfinished too: it waits
+for the ceiling, the cheaper mistake. So annotations are dropped, and
 hesitations, other filler spellings and cut-off words become ``uh`` / ``um``
 (a word broken off is a hesitation: the caller is restarting).
 
