@@ -104,44 +104,50 @@ def test_backchannels_as_real_transcripts_spell_them() -> None:
         assert not is_backchannel(bid), bid
 
 
-def test_oracle_skips_annotation_words_and_keeps_the_hesitation() -> None:
+@pytest.mark.parametrize(
+    ("text", "timed", "written"),
+    [
+        (
+            "I need the [noise] uhm bo- Boston",
+            [
+                ("I", 0.0, 0.2),
+                ("need", 0.2, 0.5),
+                ("the", 0.5, 0.7),
+                ("[noise]", 0.7, 0.9),
+                ("uhm", 0.9, 1.2),
+                ("bo-", 1.2, 1.4),
+                ("Boston", 1.5, 2.0),
+            ],
+            ["i", "need", "the", "um", "uh", "boston"],
+        ),
+        # a sound named in parentheses, as a word with its own times
+        (
+            "I need (laughs) em a taxi",
+            [
+                ("I", 0.0, 0.2),
+                ("need", 0.2, 0.5),
+                ("(laughs)", 0.5, 0.8),
+                ("em", 0.8, 1.0),
+                ("a", 1.0, 1.1),
+                ("taxi", 1.1, 1.6),
+            ],
+            ["i", "need", "um", "a", "taxi"],
+        ),
+    ],
+)
+def test_oracle_skips_annotation_words_and_keeps_the_hesitation(
+    text: str, timed: list[tuple[str, float, float]], written: list[str]
+) -> None:
+    """A word-timed transcript that holds annotations as words: the
+    stand-in recogniser writes no word for them, and a hesitation or a
+    filler spelled otherwise as the filler."""
     turn = CallerTurn(
         type="caller_turn",
         start=0.0,
-        end=2.0,
-        text="I need the [noise] uhm bo- Boston",
-        words=[
-            WordTiming(text="I", start=0.0, end=0.2),
-            WordTiming(text="need", start=0.2, end=0.5),
-            WordTiming(text="the", start=0.5, end=0.7),
-            WordTiming(text="[noise]", start=0.7, end=0.9),
-            WordTiming(text="uhm", start=0.9, end=1.2),
-            WordTiming(text="bo-", start=1.2, end=1.4),
-            WordTiming(text="Boston", start=1.5, end=2.0),
-        ],
+        end=timed[-1][2],
+        text=text,
+        words=[WordTiming(text=w, start=a, end=b) for w, a, b in timed],
     )
     rec = SimpleNamespace(caller_turns=[turn], backchannels=[])
     words = [w.text for w in oracle_words(rec)]  # type: ignore[arg-type]
-    assert words == ["i", "need", "the", "um", "uh", "boston"]
-
-
-def test_oracle_skips_a_sound_named_in_parentheses() -> None:
-    """A word-timed transcript that names a sound ("(laughs)") as a word:
-    the stand-in recogniser writes no word for it."""
-    turn = CallerTurn(
-        type="caller_turn",
-        start=0.0,
-        end=1.6,
-        text="I need (laughs) em a taxi",
-        words=[
-            WordTiming(text="I", start=0.0, end=0.2),
-            WordTiming(text="need", start=0.2, end=0.5),
-            WordTiming(text="(laughs)", start=0.5, end=0.8),
-            WordTiming(text="em", start=0.8, end=1.0),
-            WordTiming(text="a", start=1.0, end=1.1),
-            WordTiming(text="taxi", start=1.1, end=1.6),
-        ],
-    )
-    rec = SimpleNamespace(caller_turns=[turn], backchannels=[])
-    words = [w.text for w in oracle_words(rec)]  # type: ignore[arg-type]
-    assert words == ["i", "need", "um", "a", "taxi"]
+    assert words == written

@@ -1038,14 +1038,8 @@ class Endpointing:
         score = await self._ask(self._evidence(self._pauses + 1, self.clock.now(), True))
         if score.p is None:
             return []
-        # When _stall_verdict would end the turn on these words.
-        if policy.eager is not None and score.p >= policy.eager:
-            due = STALLED_SURE_MS
-        elif policy.reads_finished(score.p) or in_digit_run(text):
-            due = STALLED_MS
-        else:
-            return []
-        if not due - drafts.hold_ms <= self._wordless_ms < due:
+        due, _ = self._stall_due(policy, score.p)
+        if due >= STALLED_OPEN_MS or not due - drafts.hold_ms <= self._wordless_ms < due:
             return []
         self._stall_eager_text = text
         return [
@@ -1067,25 +1061,34 @@ class Endpointing:
             return ""
         if self.own_voice():
             return None
-        long = self._wordless_ms >= STALLED_MS - 1e-6
-        if not self._reads_text:
-            return "" if long else None
-        score = await self._ask(self._evidence(self._pauses + 1, self.clock.now(), True))
-        if score.p is None:
-            return "" if long else None
-        if policy.eager is not None and score.p >= policy.eager:
-            return f" (words read finished, p={score.p:.2f})"
-        if not long:
-            return None
-        if policy.reads_finished(score.p):
-            return f" (words read finished, p={score.p:.2f})"
+        due, why = STALLED_MS, ""
+        if self._reads_text:
+            score = await self._ask(self._evidence(self._pauses + 1, self.clock.now(), True))
+            due, why = self._stall_due(policy, score.p)
+        return why if self._wordless_ms >= due - 1e-6 else None
+
+    def _stall_due(self, policy: WaitPolicy, p: float | None) -> tuple[float, str]:
+        """How much wordless speech ends a stalled turn whose words read
+        ``p`` (the text scorer's, on the words alone; None: no verdict), and
+        the reason's tail: :data:`STALLED_SURE_MS` for words that read surely
+        finished (p at the policy's eager level), :data:`STALLED_MS` for
+        words that read finished or end in a read-out run (and without a
+        verdict), :data:`STALLED_OPEN_MS` for other words. Read by the end
+        (:meth:`_stall_verdict`) and by the draft ahead of it
+        (:meth:`_maybe_stall_draft`)."""
+        if p is None:
+            return STALLED_MS, ""
+        if policy.eager is not None and p >= policy.eager:
+            return STALLED_SURE_MS, f" (words read finished, p={p:.2f})"
+        if policy.reads_finished(p):
+            return STALLED_MS, f" (words read finished, p={p:.2f})"
         if in_digit_run(self.turn_text()):
             # A code of unknown length reads undecided at every chunk, its
             # last one too ("b as in boy seven two five": 0.27 to 0.56 over
             # three fine-tunes): its reading is no sign of a drawn-out filler,
             # and STALLED_MS is already past the digit run's own ceiling.
-            return f" (a read-out run, p={score.p:.2f})"
-        return None
+            return STALLED_MS, f" (a read-out run, p={p:.2f})"
+        return STALLED_OPEN_MS, ""
 
     async def on_audio(self, frame: AudioInFrame, vad: VADStep) -> list[SystemFrame]:
         out: list[SystemFrame] = []
