@@ -764,12 +764,18 @@ def build_caller_turn(caller: Caller, marked: str):
     pieces.append(p)
     turn = np.concatenate(pieces)
 
-    def remap(t):
-        s = 0
-        for c, sh in shift_at:
-            if t * sr >= c:
-                s = sh
-        return t + s / sr
+    # A group's times move by the silence inserted before it, counted by the
+    # group's place, not its time: a cut lands at the quietest point within
+    # 20 ms of the boundary, so the next word's aligned start can lie a few
+    # ms before it (support-and-um-04 had "it" at 3.967 s, before its 1.4 s
+    # hold, though it is said after; clamped to the span, 7 ms long).
+    group_shift = [0] * len(groups)
+    for (_cut, sh), (_c, _d, _kd, k) in zip(shift_at, cuts, strict=True):
+        for gi in range(g[k], len(groups)):
+            group_shift[gi] = sh
+
+    def remap(gi, t):
+        return t + group_shift[gi] / sr
 
     turn16 = resample(turn, sr, SR)
     # spans measured from the audio
@@ -777,7 +783,9 @@ def build_caller_turn(caller: Caller, marked: str):
     # boundary regions (remapped) for classifying natural pauses
     bounds = []
     for i in range(len(groups) - 1):
-        bounds.append((remap(groups[i]["end"]), remap(groups[i + 1]["start"]), groups[i]["punct"]))
+        bounds.append(
+            (remap(i, groups[i]["end"]), remap(i + 1, groups[i + 1]["start"]), groups[i]["punct"])
+        )
     spans, hold_list = [list(runs[0])], []
     for (_s0, e0), (s1, e1) in itertools.pairwise(runs):
         gap = (e0, s1)
@@ -816,7 +824,7 @@ def build_caller_turn(caller: Caller, marked: str):
         while j < len(words) and owner[j] is None:
             j += 1
         g0, g1 = owner[k]
-        st, en = remap(groups[g0]["start"]), remap(groups[g1]["end"])
+        st, en = remap(g0, groups[g0]["start"]), remap(g1, groups[g1]["end"])
         for i in range(k, j):
             ws = st + (en - st) * (i - k) / (j - k)
             we = st + (en - st) * (i - k + 1) / (j - k)
@@ -829,12 +837,19 @@ def build_caller_turn(caller: Caller, marked: str):
         )
         w[1] = min(max(w[1], sp[0]), sp[1])
         w[2] = min(max(w[2], w[1]), sp[1])
+        w.append(sp)
+    # A word whose alignment ended before its span began (Piper's phoneme
+    # times and the audio's edge disagree by a few ms) is said up to the
+    # next word of its span, not in no time.
+    for w, nxt in itertools.pairwise(wl):
+        if w[2] - w[1] < 0.02 and nxt[3] is w[3] and nxt[1] > w[2]:
+            w[2] = nxt[1]
     return dict(
         audio=turn16,
         text=text,
         spans=spans,
         holds=hold_list,
-        words=[{"text": t.strip(",.?!;:"), "start": s, "end": e} for t, s, e in wl],
+        words=[{"text": t.strip(",.?!;:"), "start": s, "end": e} for t, s, e, _sp in wl],
     )
 
 
@@ -1060,7 +1075,7 @@ def make_call(spec, caller: Caller, out_dir: Path):
             events.append(
                 {"type": "echo", "start": s, "end": e, "gain_db": gain_db, "delay_ms": delay_ms}
             )
-    end_t = max(ev["end"] for ev in events) + 0.6 + float(rng.uniform(0, 0.3))
+    end_t = max(ev.get("end", ev["start"]) for ev in events) + 0.6 + float(rng.uniform(0, 0.3))
     n = round(end_t * SR)
     mix = speech[:n] + bctrack[:n] + echo[:n] + noise[:n]
     if spec["bg"]:
