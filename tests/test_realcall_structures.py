@@ -9,12 +9,18 @@ Responder on the simulated engine)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import load_script
 
 from turnkit.barge_in.controller import BargeInParams
+from turnkit.detectors.endpointing import Endpointing
+from turnkit.frames import TurnEndFrame
 from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.metrics import CallScore, aggregate
 from turnkit.replay.recording import Recording, load_recording
@@ -512,3 +518,57 @@ def test_a_hold_shortened_keeps_the_audio_and_labels_together(tmp_path: Path) ->
     # The same drafts but the one on the first sentence, voided.
     assert score.drafts["started"] == before.drafts["started"]
     assert score.drafts["cancelled"] == before.drafts["cancelled"] + 1
+
+
+def _words_to_the_next(src: Path, dst: Path) -> Recording:
+    """The call with each word's end run on to the next word's start, within
+    its span (as many aligners and recognisers write word times: the word
+    "lasts" through the silence after it)."""
+    shutil.copytree(src, dst)
+    manifest = json.loads((dst / "call.json").read_text())
+    for ev in manifest["events"]:
+        if ev["type"] != "caller_turn" or not ev.get("words"):
+            continue
+        words = ev["words"]
+        for w, nxt in itertools.pairwise(words):
+            w["end"] = max(w["end"], nxt["start"])
+        words[-1]["end"] = ev["end"]
+    (dst / "call.json").write_text(json.dumps(manifest))
+    return load_recording(dst)
+
+
+@pytest.mark.parametrize("words", ["300 ms late", "450 ms late", "ends run on"])
+def test_the_first_turn_is_not_ended_before_any_word_is_written(
+    words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """billing-natural-12 opens "Hi, | um, I'm calling about a charge on my
+    bill." with a 0.22 s pause after "Hi". A streaming recogniser writes
+    each word 0.3-0.5 s after it is said, and where word times run on to
+    the next word "hi" is not written until "um" begins: either way at
+    that pause the recogniser has written nothing yet in the call, and
+    fused ended the turn there on the audio alone (p_audio 0.94, 128 ms
+    into the pause), an end with nothing to answer (with the word ends
+    run on, a cut-off the replay scores). The first turn waits for its
+    words, as a later turn without words does (Endpointing._wordless): its
+    one end comes after it, judged on them."""
+    ends: list[TurnEndFrame] = []
+    commit = Endpointing._commit
+
+    def watched(self: Endpointing, *args: Any, **kwargs: Any) -> TurnEndFrame:
+        end = commit(self, *args, **kwargs)
+        ends.append(end)
+        return end
+
+    monkeypatch.setattr(Endpointing, "_commit", watched)
+    source = RECORDINGS / "billing-natural-12"
+    if words == "ends run on":
+        rec, late_ms = _words_to_the_next(source, tmp_path / "call"), 0.0
+    else:
+        rec, late_ms = load_recording(source), float(words.split()[0])
+    config = ReplayConfig(compute="fixed", stt_delay_ms=late_ms)
+    score = asyncio.run(replay_call(rec, "fused", config))
+    first = score.turns[0]
+    assert not first.interrupted
+    early = [(e.at, e.reason) for e in ends if e.at < first.end]
+    assert not early, early
+    assert "p_text" in score.replies[0]["reason"], score.replies[0]

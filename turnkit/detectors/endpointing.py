@@ -931,13 +931,33 @@ class Endpointing:
     def _wordless(self) -> bool:
         """A new turn (the agent has spoken since the last commit, or that
         commit ended on an acknowledgement alone) with no words yet, though
-        the recogniser streams; a text scorer only (an
-        audio scorer judges what it hears, words or not)."""
+        the recogniser streams, or the call's first turn before the
+        recogniser has written anything; a text scorer only (an audio
+        scorer judges what it hears, words or not).
+
+        The first turn: whatever the recogniser is, its first words are on
+        their way, and a turn ended without them has nothing to answer. A
+        streaming recogniser writes a word 0.2-0.5 s after it is said, so at
+        the first pause of "Hi, | um, I'm calling about a charge" it has
+        written nothing, and fused ended that turn on the audio alone
+        (p_audio 0.94, 128 ms into the pause): the demo's billing call, and
+        its six variants, with the words 300 ms late or with word ends that
+        run to the next word (as many aligners write them)."""
         return (
             self._reads_text
-            and self._streaming.streams
+            and (self._streaming.streams or self._first_words_due())
             and self._agent_since_commit
             and not self.turn_text()
+        )
+
+    def _first_words_due(self) -> bool:
+        """No turn ended yet in the call and no words written: the
+        recogniser's first words are still to come. Once a turn has ended
+        without any, the host may give none (a detector fed no transcript
+        judges on what it hears, as before). A recogniser known to write
+        runs whole has its own wait for them (:meth:`words_owed_by_segment`)."""
+        return (
+            self.decided_until < 0.0 and self._streaming.total == 0 and not self.writes_whole_runs
         )
 
     def words_owed_ms(self, speech_end: float) -> float:
