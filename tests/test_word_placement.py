@@ -90,3 +90,30 @@ def test_the_demo_corpus_pauses_are_placed_as_they_were_said() -> None:
             found += sum(a == b for a, b in zip(said, placed, strict=True))
     assert total == 60
     assert found >= 49
+
+
+def test_a_word_time_that_runs_into_a_pause_ends_with_its_speech() -> None:
+    """Word times that last to the next word (as many aligners write them):
+    "hi" labelled 0.0-0.9 s over the pause that follows its span (0.0-0.3 s).
+    The replay's recogniser writes a word at its end, so "hi" came only as
+    the caller went on, and the pause was judged with no words at all. It
+    is said by its span's end: written then."""
+    turn = CallerTurn(
+        type="caller_turn",
+        start=0.0,
+        end=2.0,
+        text="Hi, I'm calling about my bill",
+        spans=[[0.0, 0.3], [0.9, 2.0]],
+        words=[
+            {"text": "Hi,", "start": 0.0, "end": 0.9},
+            {"text": "I'm", "start": 0.9, "end": 1.1},
+            {"text": "calling", "start": 1.1, "end": 1.4},
+            {"text": "about", "start": 1.4, "end": 1.6},
+            {"text": "my", "start": 1.6, "end": 1.7},
+            {"text": "bill", "start": 1.7, "end": 2.0},
+        ],
+    )
+    rec = SimpleNamespace(caller_turns=[turn], backchannels=[])
+    words = oracle_words(rec)  # type: ignore[arg-type]
+    assert [(w.text, w.start, w.end) for w in words[:2]] == [("hi", 0.0, 0.3), ("i'm", 0.9, 1.1)]
+    assert words[0].last_in_span, "the run's last word closes it"

@@ -302,12 +302,18 @@ def oracle_words(rec: Recording) -> list[TimedWord]:
                 idx = next(
                     (i for i, (s, e) in enumerate(spans) if w.start < e + 1e-6), len(spans) - 1
                 )
+                # Said by the end of its span: the labels hold no speech in
+                # the hold after it. Word times that run on to the next
+                # word (as many aligners and recognisers write them) would
+                # have the last word before a pause written only as the
+                # caller goes on, at the pause's end.
+                end = max(w.start, min(w.end, spans[idx][1]))
                 head = _said_first(text)
                 if head is not None:
                     share, part = head
-                    timed.append((part, w.start, w.start + share * (w.end - w.start), idx))
+                    timed.append((part, w.start, w.start + share * (end - w.start), idx))
                     grown.add(len(timed))
-                timed.append((text, w.start, w.end, idx))
+                timed.append((text, w.start, end, idx))
         else:
             said, ends = _tokens(turn.text)
             timed = _spread(said, spans, ends)
