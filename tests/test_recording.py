@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from turnkit.replay.oracle import oracle_words
 from turnkit.replay.recording import (
     FORMAT,
     CallerTurn,
@@ -269,6 +270,31 @@ def test_span_outside_its_turn(tmp_path):
     msg = load_error(folder)
     assert str(folder / "call.json") in msg
     assert "events[0]" in msg and "spans[1]" in msg and "outside" in msg
+
+
+def test_words_reaching_past_their_turn_are_read_inside_it(tmp_path):
+    """Word times from a recogniser and turn edges from another tool
+    disagree by tens of ms: such a call loads (before: refused whole, "is
+    outside the turn"), with one warning line naming the file and field,
+    and the replay's recogniser writes those words inside the turn. A word
+    further than WORD_REACH_S out belongs to no turn: refused."""
+    words = [
+        {"text": "hello", "start": 0.42, "end": 0.9},  # begins before the turn
+        {"text": "there", "start": 0.95, "end": 1.62},  # ends after it
+    ]
+    turn = {"type": "caller_turn", "start": 0.5, "end": 1.5, "text": "hello there"}
+    folder = make_call(tmp_path / "c", manifest(events=[{**turn, "words": words}]))
+    rec = load_recording(folder)
+    assert rec.warnings == [
+        f"{folder / 'call.json'}: events[0].words: 2 word(s) reach past the turn "
+        "[0.5, 1.5] (by up to 0.120 s): read as inside it"
+    ]
+    said = [(w.text, w.start, w.end) for w in oracle_words(rec)]
+    assert said == [("hello", 0.5, 0.9), ("there", 0.95, 1.5)]
+    far = [{"text": "later", "start": 1.9, "end": 2.2}]
+    folder = make_call(tmp_path / "far", manifest(events=[{**turn, "words": far}]))
+    msg = load_error(folder)
+    assert "events[0]" in msg and "words[0]" in msg and "outside the turn" in msg
 
 
 def test_overlapping_spans(tmp_path):

@@ -297,7 +297,7 @@ def oracle_words(rec: Recording) -> list[TimedWord]:
                 if not text:
                     continue
                 if text.isdigit() and len(text) >= READ_OUT_DIGITS:
-                    timed += _read_out(text, w.start, w.end, spans)
+                    timed += _read_out(text, max(w.start, turn.start), min(w.end, turn.end), spans)
                     continue
                 idx = next(
                     (i for i, (s, e) in enumerate(spans) if w.start < e + 1e-6), len(spans) - 1
@@ -307,13 +307,14 @@ def oracle_words(rec: Recording) -> list[TimedWord]:
                 # word (as many aligners and recognisers write them) would
                 # have the last word before a pause written only as the
                 # caller goes on, at the pause's end.
-                end = max(w.start, min(w.end, spans[idx][1]))
+                start = max(w.start, turn.start)  # a word may reach past its turn
+                end = max(start, min(w.end, spans[idx][1]))
                 head = _said_first(text)
                 if head is not None:
                     share, part = head
-                    timed.append((part, w.start, w.start + share * (end - w.start), idx))
+                    timed.append((part, start, start + share * (end - start), idx))
                     grown.add(len(timed))
-                timed.append((text, w.start, end, idx))
+                timed.append((text, start, end, idx))
         else:
             said, ends = _tokens(turn.text)
             timed = _spread(said, spans, ends)

@@ -74,6 +74,11 @@ MANIFEST = "call.json"
 # Labels are measured on a sample grid and rounded; allow that much slack
 # against the audio's duration.
 TIME_SLACK_S = 0.02
+# How far outside its caller turn a word's times may lie and still be read
+# as the turn's (at its edge): word times and turn edges from two tools
+# (a recogniser, a diarizer) disagree by a word's length or so. Further
+# out, the word belongs to no turn: an error.
+WORD_REACH_S = 0.3
 # Deepest JSON nesting a manifest may have (a real one is 4 deep).
 MAX_DEPTH = 64
 # Longest integer literal read (a time or an index needs a few digits).
@@ -134,13 +139,22 @@ class CallerTurn(_Span):
 
     @model_validator(mode="after")
     def _spans_inside(self) -> CallerTurn:
-        for name, items in (("words", self.words), ("holds", self.holds)):
-            for i, w in enumerate(items or []):
-                if w.start < self.start - TIME_SLACK_S or w.end > self.end + TIME_SLACK_S:
-                    raise ValueError(
-                        f"{name}[{i}] [{w.start}, {w.end}] is outside the turn "
-                        f"[{self.start}, {self.end}]"
-                    )
+        for i, w in enumerate(self.words or []):
+            # A word that reaches past the turn's edge is read as ending
+            # with it (word times and turn edges often come from different
+            # tools: a recogniser's words, a diarizer's turns); one further
+            # than WORD_REACH_S outside belongs to no turn.
+            if w.end < self.start - WORD_REACH_S or w.start > self.end + WORD_REACH_S:
+                raise ValueError(
+                    f"words[{i}] [{w.start}, {w.end}] is outside the turn "
+                    f"[{self.start}, {self.end}]"
+                )
+        for i, h in enumerate(self.holds or []):
+            if h.start < self.start - TIME_SLACK_S or h.end > self.end + TIME_SLACK_S:
+                raise ValueError(
+                    f"holds[{i}] [{h.start}, {h.end}] is outside the turn "
+                    f"[{self.start}, {self.end}]"
+                )
         prev_end = None
         for i, (s, e) in enumerate(self.spans or []):
             if e < s:
@@ -701,7 +715,9 @@ def load_recording(folder: Path, check_audio: bool = False) -> Recording:
     except RuntimeError as exc:  # pathlib's symlink loop
         raise RecordingError(f"{folder}: {_one_line(exc)}") from None
     except (OSError, ValueError) as exc:
-        raise RecordingError(f"{folder}: cannot load ({type(exc).__name__}: {_one_line(exc)})") from None
+        raise RecordingError(
+            f"{folder}: cannot load ({type(exc).__name__}: {_one_line(exc)})"
+        ) from None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -783,6 +799,17 @@ def _load(folder: Path, check_audio: bool) -> Recording:
             )
     if not turns:
         warnings.append(f"{mpath}: events: no caller_turn: nothing to score in this call")
+    for t in turns:
+        past = [
+            max(t.start - w.start, w.end - t.end)
+            for w in t.words or []
+            if w.start < t.start - TIME_SLACK_S or w.end > t.end + TIME_SLACK_S
+        ]
+        if past:
+            warnings.append(
+                f"{where(t)}.words: {len(past)} word(s) reach past the turn [{t.start}, "
+                f"{t.end}] (by up to {max(past):.3f} s): read as inside it"
+            )
     for e in manifest.events:
         if isinstance(e, ToolCallEvent) and e.turn >= len(turns):
             raise RecordingError(
