@@ -291,6 +291,10 @@ def test_words_reaching_past_their_turn_are_read_inside_it(tmp_path):
     ]
     said = [(w.text, w.start, w.end) for w in oracle_words(rec)]
     assert said == [("hello", 0.5, 0.9), ("there", 0.95, 1.5)]
+    after = {"text": "now", "start": 1.6, "end": 1.7}  # wholly after, within reach
+    folder = make_call(tmp_path / "after", manifest(events=[{**turn, "words": [*words, after]}]))
+    said = [(w.text, w.start, w.end) for w in oracle_words(load_recording(folder))]
+    assert said[-1] == ("now", 1.5, 1.5)
     far = [{"text": "later", "start": 1.9, "end": 2.2}]
     folder = make_call(tmp_path / "far", manifest(events=[{**turn, "words": far}]))
     msg = load_error(folder)

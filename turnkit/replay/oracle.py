@@ -307,7 +307,8 @@ def oracle_words(rec: Recording) -> list[TimedWord]:
                 # word (as many aligners and recognisers write them) would
                 # have the last word before a pause written only as the
                 # caller goes on, at the pause's end.
-                start = max(w.start, turn.start)  # a word may reach past its turn
+                # A word may reach past its turn (recording.WORD_REACH_S).
+                start = min(max(w.start, turn.start), turn.end)
                 end = max(start, min(w.end, spans[idx][1]))
                 head = _said_first(text)
                 if head is not None:
