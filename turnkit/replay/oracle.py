@@ -296,19 +296,20 @@ def oracle_words(rec: Recording) -> list[TimedWord]:
                 text = normalize_text(w.text)
                 if not text:
                     continue
+                # A word may reach past its turn (recording.WORD_REACH_S):
+                # it is said inside it.
+                start = min(max(w.start, turn.start), turn.end)
                 if text.isdigit() and len(text) >= READ_OUT_DIGITS:
-                    timed += _read_out(text, max(w.start, turn.start), min(w.end, turn.end), spans)
+                    timed += _read_out(text, start, max(start, min(w.end, turn.end)), spans)
                     continue
                 idx = next(
-                    (i for i, (s, e) in enumerate(spans) if w.start < e + 1e-6), len(spans) - 1
+                    (i for i, (s, e) in enumerate(spans) if start < e + 1e-6), len(spans) - 1
                 )
                 # Said by the end of its span: the labels hold no speech in
                 # the hold after it. Word times that run on to the next
                 # word (as many aligners and recognisers write them) would
                 # have the last word before a pause written only as the
                 # caller goes on, at the pause's end.
-                # A word may reach past its turn (recording.WORD_REACH_S).
-                start = min(max(w.start, turn.start), turn.end)
                 end = max(start, min(w.end, spans[idx][1]))
                 head = _said_first(text)
                 if head is not None:
