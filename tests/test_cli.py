@@ -137,6 +137,33 @@ def test_bad_input_one_line_each_and_good_calls_still_written(
     assert {row["call"] for row in res["per_turn"]} == {"easy-short-08"}
 
 
+def test_a_batch_where_every_call_is_bad_says_so_and_writes_the_failures(
+    batch: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """Nothing replayable, two detectors (the A/B comparison had no calls to
+    pair) and --html: one line per bad call and one saying nothing was
+    replayed, the JSON with every failure, no report, no traceback (before:
+    a TypeError formatting the empty results, then numpy's in the paired
+    comparison)."""
+    root, expect = batch
+    out = tmp_path / "res.json"
+    dirs = sorted(str(p) for p in root.iterdir() if p.name != "good")
+    proc = turnkit(
+        "replay", *dirs, "-d", "silence", "-d", "fused", "--json", str(out),
+        "--html", str(tmp_path / "r.html"), "--workers", "1",
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert f"error: no call could be replayed: {len(expect)} of {len(dirs)} failed" in errors
+    assert any("--html" in line and "not written" in line for line in errors)
+    assert len(errors) == len(expect) + 2
+    doc = json.loads(out.read_text())
+    assert {Path(f["path"]).name for f in doc["failed"]} == set(expect)
+    assert doc["results"] == [] and doc["comparisons"] == []
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_validate_reports_bad_calls_and_stats(batch: tuple[Path, dict[str, str]]) -> None:
     root, expect = batch
     proc = turnkit("validate", str(root))

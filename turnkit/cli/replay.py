@@ -409,35 +409,43 @@ def replay(
             warn(note)
             warnings.append({"path": None, "detector": r["detector"], "warning": note})
 
-    _print_results(
-        results,
-        len(calls),
-        len(failed),
-        elapsed,
-        n_workers,
-        config.eager,
-        config.draft_hold,
-        config.preemptive_tts,
-    )
-    _print_subsets(results)
-    _print_drafting(results)
-    _print_live(results)
-    no_ref = sorted({c for r in results for c in r.get("echo_reference_missing", [])})
-    if no_ref:
-        err.print(
-            f"echo filter: no agent.wav in {len(no_ref)} call(s), transcript check only: "
-            + ", ".join(no_ref),
-            highlight=False,
-            markup=False,
+    comparisons: list[dict[str, Any]] = []
+    sweeps: list[dict[str, Any]] = []
+    if not by_path:
+        # Nothing replayed (each call failed, said above): no figures to
+        # print, compare or report; the JSON still records the failures.
+        say_error(f"no call could be replayed: {len(failed)} of {len(calls)} failed")
+        results = []
+    else:
+        _print_results(
+            results,
+            len(calls),
+            len(failed),
+            elapsed,
+            n_workers,
+            config.eager,
+            config.draft_hold,
+            config.preemptive_tts,
         )
-    comparisons = [paired_compare(results[0], r, seed=seed) for r in results[1:]]
-    if comparisons:
-        _print_comparisons(comparisons)
-    sweeps = _sweeps(grids, scores)
-    if sweeps:
-        _print_sweeps(sweeps)
-    if per_turn:
-        _print_turns(results)
+        _print_subsets(results)
+        _print_drafting(results)
+        _print_live(results)
+        no_ref = sorted({c for r in results for c in r.get("echo_reference_missing", [])})
+        if no_ref:
+            err.print(
+                f"echo filter: no agent.wav in {len(no_ref)} call(s), transcript check only: "
+                + ", ".join(no_ref),
+                highlight=False,
+                markup=False,
+            )
+        comparisons = [paired_compare(results[0], r, seed=seed) for r in results[1:]]
+        if comparisons:
+            _print_comparisons(comparisons)
+        sweeps = _sweeps(grids, scores)
+        if sweeps:
+            _print_sweeps(sweeps)
+        if per_turn:
+            _print_turns(results)
     write_failed = False
     # JSON first: the HTML report is the one more likely to fail (size,
     # odd text), and it must not take the results with it.
@@ -462,7 +470,9 @@ def replay(
             write_failed = True
             reason = getattr(exc, "strerror", None) or exc
             say_error(f"--json {json_path}: cannot write ({reason})")
-    if html_path is not None:
+    if html_path is not None and not results:
+        say_error(f"--html {html_path}: not written (no call was replayed)")
+    elif html_path is not None:
         from turnkit.replay.report import write_report
 
         try:
@@ -637,7 +647,7 @@ def _print_results(
             " / ".join(_fmt(fbi[k], pct=True) for k in ("backchannel", "echo", "noise")),
             _fmt(r["barge_in_recall"], pct=True),
             _fmt(r["barge_in_stop_ms"]["p50"], " ms"),
-            f"{r['llm_requests_per_turn']:.2f}",
+            "—" if r["llm_requests_per_turn"] is None else f"{r['llm_requests_per_turn']:.2f}",
             "—" if speed is None else f"{speed:.0f}×",
         )
     out.print(table)
