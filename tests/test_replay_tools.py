@@ -8,6 +8,7 @@ within one 32 ms frame of its threshold."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import shutil
@@ -17,8 +18,9 @@ import pytest
 
 from turnkit.barge_in.cursor import PlaybackCursor
 from turnkit.clock import VirtualClock, settle
+from turnkit.drafting.drafter import EagerDrafter
 from turnkit.drafting.responder import Responder, spoken_yes
-from turnkit.drafting.tools import ToolGate
+from turnkit.drafting.tools import WRITE_HOLD_S, ToolGate
 from turnkit.frames import LLMTextFrame
 from turnkit.replay.agent import SimulatedAgent
 from turnkit.replay.engine import SimulatedEngine, ToolLog, replay_tools
@@ -232,7 +234,9 @@ async def test_cancel_pending_continues_the_turn_and_its_ledger() -> None:
     rec = load_recording(CORPUS / "refund-mixed-10")
     clock = VirtualClock()
     log = ToolLog()
-    gate = ToolGate(replay_tools(rec, clock, log), clock, session_id="t")
+    # no hold after the commit: the refund starts as it is asked for (the
+    # hold's own test is test_a_write_held_after_a_premature_end_is_withdrawn)
+    gate = ToolGate(replay_tools(rec, clock, log), clock, session_id="t", write_hold_s=0.0)
     out: list[LLMTextFrame] = []
     # the script's turn 0 asks for the recording's refund
     refund = [e.model_copy(update={"turn": 0}) for e in rec.tool_calls]
@@ -301,3 +305,111 @@ async def test_replay_answers_an_end_with_no_words_once_they_come() -> None:
     assert not first.missed and first.response_ms is not None
     reply = next(x for x in agent.replies if x.turn == 0)
     assert reply.asked_at is not None and reply.asked_at > reply.decision_at
+
+
+@pytest.mark.parametrize("detector", ["fused", "semantic-text", "smart-turn"])
+async def test_the_refund_waits_for_the_caller_to_say_which_charge(detector: str) -> None:
+    """refund-mixed-10: "That's right. | The second one is | the duplicate."
+    Every model detector ends the turn in its 0.72 s pause after "That's
+    right." (a between-sentences hold), and the drafted reply's refund
+    (a write) used to start at that commit, 2.8 s before the caller had
+    said which charge. Held after the commit, it is withdrawn when the caller
+    goes on, and runs once, after the turn's real end."""
+    rec = load_recording(CORPUS / "refund-mixed-10")
+    score = await replay_call(rec, detector, ReplayConfig(compute="fixed"))
+    assert score.tools is not None
+    [w] = score.tools["executed_writes"]
+    assert w["name"] == "refund_charge" and w["turn"] == 1
+    assert w["at"] >= rec.caller_turns[1].end + WRITE_HOLD_S / 2
+    assert score.tools["writes_early"] == 0 and score.tools["writes_withdrawn"] >= 1
+    assert score.turns[1].cutoffs >= 1  # the premature end is still scored
+
+
+async def test_a_write_held_after_a_premature_end_is_withdrawn() -> None:
+    """A draft released whole (its text all out before its audio began)
+    whose caller goes on before any of it plays: its turn's held write is
+    withdrawn, the history forgets the turn's words and reply, and the next
+    end continues the same turn; the write runs once, a hold after that."""
+    rec = load_recording(CORPUS / "refund-mixed-10")
+    clock = VirtualClock()
+    log = ToolLog()
+    gate = ToolGate(replay_tools(rec, clock, log), clock, session_id="t")
+    refund = [e.model_copy(update={"turn": 0}) for e in rec.tool_calls]
+    engine = SimulatedEngine(
+        clock, _Script(), ModelTTFT(LatencyModel.parse("100"), random.Random(0)), refund
+    )
+    cursor = PlaybackCursor(clock)
+    out: list[LLMTextFrame] = []
+    r = Responder(
+        engine, clock, emit=out.append, gate=gate, cursor=cursor, drafter=EagerDrafter(clock)
+    )
+    said = "that's right"
+    await r.on_eager(said)
+    await settle()
+    await clock.advance_to(0.5)  # the draft's tool round and text are in
+    rid = await r.on_end(said)  # the commit, at 0.5: released whole
+    await settle()
+    assert rid is not None and any(f.final for f in out)
+    await clock.advance_to(0.7)
+    assert log.writes == []  # held
+    r.on_cancel_pending()  # the caller went on at 0.7, before any audio
+    assert r.stats.cancelled_pending == 1 and gate.withdrawn_writes == 1
+    assert [m["role"] for m in r.history] == ["system"]
+    await clock.advance_to(3.0)
+    assert log.writes == []
+    whole = "that's right the second one is the duplicate"
+    await r.on_end(whole)
+    assert r.stats.turns == 1  # the same turn, continued
+    assert [m["content"] for m in r.history if m["role"] == "user"] == [whole]
+    await settle()
+    await clock.advance_to(6.0)
+    await r.idle()
+    assert [(x.name, x.started_at) for x in log.writes] == [("refund_charge", 3.0 + WRITE_HOLD_S)]
+
+
+async def test_a_turn_the_caller_went_on_with_after_a_barge_in_is_in_the_history_once() -> None:
+    """The reply to "a table for two" is cut after 1.5 s of its 5 s; the
+    caller's next words run on from the turn's (the detector's turn
+    resumed): the history holds the turn, the reply as heard, and only the
+    new words (before: the turn's words twice, "a table for two" then "a
+    table for two at seven")."""
+    clock = VirtualClock()
+    out: list[LLMTextFrame] = []
+    r, cursor = _responder(clock, out)
+    rid = await r.on_end("a table for two")
+    assert rid is not None
+    await settle()
+    await clock.advance_to(0.1)
+    cursor.on_started(rid)
+    cursor.on_duration(rid, 5.0)
+    r.on_agent_audio(True)
+    await clock.advance_to(1.6)
+    cursor.on_stopped(rid, "interrupted")
+    r.on_interrupted()
+    await r.on_end("A table for two, at seven.")
+    users = [m["content"] for m in r.history if m["role"] == "user"]
+    assert users == ["a table for two", "at seven."]
+    assert [m["role"] for m in r.history] == ["system", "user", "assistant", "user"]
+    # Words that do not run on from the turn's are a new message whole.
+    await r.on_end("and one more thing")
+    assert r.history[-1] == {"role": "user", "content": "and one more thing"}
+
+
+@pytest.mark.parametrize("call", ["phone-digits-02", "support-and-um-04", "travel-hard-09"])
+async def test_the_replayed_history_holds_each_caller_turn_once(call: str) -> None:
+    """Demo calls where `fused` ends a turn in a hold and the caller goes
+    on over the drafted reply: no user message repeats the one before it
+    (before: "yes" then "yes what time does the first flight leave"), and
+    every caller turn's last word is in the history."""
+    rec = load_recording(CORPUS / call)
+    box: dict[str, SimulatedAgent] = {}
+    score = await replay_call(rec, "fused", ReplayConfig(compute="fixed"), observe=lambda a: box.update(a=a))
+    assert sum(t.cutoffs for t in score.turns) >= 1
+    history = box["a"].responder.history
+    users = [str(m["content"]).lower().split() for m in history if m["role"] == "user"]
+    for a, b in itertools.pairwise(users):
+        assert b[: len(a)] != a, (a, b)
+    said = [w for u in users for w in u]
+    for t in rec.caller_turns:
+        last = t.text.lower().split()[-1].strip(".,?!")
+        assert any(w.strip(".,?!") == last for w in said), (t.text, said)

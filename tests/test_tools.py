@@ -11,7 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from turnkit.clock import RealClock, VirtualClock, settle
-from turnkit.drafting import DraftContext, Tool, ToolGate, Turn, canonical_args, tool
+from turnkit.drafting import (
+    WRITE_HOLD_S,
+    DraftContext,
+    Tool,
+    ToolGate,
+    Turn,
+    canonical_args,
+    tool,
+)
 
 # --- instrumented tools ------------------------------------------------------
 
@@ -50,7 +58,10 @@ class World:
         return Tool(name=name, fn=fn, effect=effect, confirm=confirm, timeout_s=timeout_s)  # type: ignore[arg-type]
 
 
-def make_gate() -> tuple[ToolGate, World, VirtualClock]:
+def make_gate(write_hold_s: float = 0.0) -> tuple[ToolGate, World, VirtualClock]:
+    """A gate on a virtual clock. Writes start when asked (no hold after the
+    commit) unless ``write_hold_s`` says otherwise: the hold has its own
+    tests below (``test_a_write_*``)."""
     clock = VirtualClock()
     world = World(clock)
     tools = [
@@ -58,7 +69,8 @@ def make_gate() -> tuple[ToolGate, World, VirtualClock]:
         world.make("book", "write"),
         world.make("pay", "write", confirm=True),
     ]
-    return ToolGate(tools, clock, session_id="call-1"), world, clock
+    gate = ToolGate(tools, clock, session_id="call-1", write_hold_s=write_hold_s)
+    return gate, world, clock
 
 
 async def run(clock: VirtualClock, coro: Any, until: float = 10.0) -> Any:
@@ -651,3 +663,86 @@ def test_property_random_interleavings_keep_the_gate_safe() -> None:
     print(dict(seen))
     for k in ("writes", "deduplicated", "reused", "discarded", "timed_out", "paid"):
         assert seen[k] > 0, (k, seen)
+
+
+# --- the hold after a commit ---------------------------------------------------
+
+
+async def test_a_write_waits_the_hold_after_its_commit() -> None:
+    """The default gate holds a write WRITE_HOLD_S after the commit; one asked
+    for later than that runs at once."""
+    gate, _world, clock = make_gate(write_hold_s=WRITE_HOLD_S)
+    assert ToolGate([], clock).write_hold_s == WRITE_HOLD_S > 0
+    turn = gate.begin_turn(1)
+    task = asyncio.ensure_future(gate.call(turn, "book", {"slot": 1}))
+    await settle()
+    await clock.advance(WRITE_HOLD_S / 2)
+    assert gate.ledger == [] and not task.done()
+    await clock.advance(WRITE_HOLD_S)
+    assert [r.started_at for r in gate.ledger] == [WRITE_HOLD_S]
+    assert (await task).ok
+    later = await run(clock, gate.call(turn, "book", {"slot": 2}), until=0.0)
+    assert later.ok and gate.ledger[-1].started_at == clock.now()
+
+
+async def test_a_write_is_withdrawn_when_the_caller_goes_on() -> None:
+    """A draft's write, released at the commit, is held; the caller goes on
+    before the hold ends (the host interrupts the turn): it never runs, and
+    the continued turn asking again runs it once, a hold after its commit."""
+    gate, world, clock = make_gate(write_hold_s=0.5)
+    draft = gate.start_draft(1)
+    deferred = await gate.call(draft, "book", {"slot": 1})
+    assert deferred.deferred
+    turn = gate.confirm_draft(draft)  # commit at 0.0
+    await clock.advance(0.3)
+    gate.interrupt(turn)  # the caller spoke again at 0.3
+    [withdrawn] = await gate.wait_writes(turn)
+    assert withdrawn.withdrawn and not withdrawn.ok and "not carried out" in withdrawn.for_llm()
+    assert gate.ledger == [] and gate.withdrawn_writes == 1 and gate.executed_writes == 0
+    await clock.advance(2.0)
+    assert world.finished == []
+    gate.reopen(turn)
+    assert gate.begin_turn(1) is turn  # the continued turn's commit, at 2.3
+    again = asyncio.ensure_future(gate.call(turn, "book", {"slot": 1}))
+    await settle()
+    await clock.advance(1.0)
+    assert (await again).ok and [r.started_at for r in gate.ledger] == [2.8]
+
+
+async def test_a_write_waits_while_the_caller_speaks() -> None:
+    """The host's VAD: while the caller speaks after the commit the write
+    waits, and it runs the hold after they stop (a murmur over the reply
+    that the host did not stop for)."""
+    gate, _world, clock = make_gate(write_hold_s=0.5)
+    turn = gate.begin_turn(1)
+    task = asyncio.ensure_future(gate.call(turn, "book", {"slot": 1}))
+    await settle()
+    await clock.advance(0.2)
+    gate.on_caller_speech(True)  # "uh-huh"
+    await settle()
+    await clock.advance(1.0)
+    assert gate.ledger == []
+    gate.on_caller_speech(False)  # at 1.2
+    await settle()
+    await clock.advance(0.4)
+    assert gate.ledger == []
+    await clock.advance(0.2)
+    assert (await task).ok and [r.started_at for r in gate.ledger] == [1.7]
+
+
+async def test_a_spoken_yes_holds_its_writes_from_the_answer() -> None:
+    """A yes is the commit that releases a confirm=True write: it waits the
+    hold from the answer, and the caller going on ("yes, | but ...")
+    withdraws it."""
+    gate, _world, clock = make_gate(write_hold_s=0.5)
+    turn = gate.begin_turn(1)
+    asked = await gate.call(turn, "pay", {"amount": 20})
+    assert asked.awaiting_confirmation
+    await clock.advance(3.0)
+    gate.confirm_spoken(turn, yes=True)  # the caller's "yes" committed at 3.0
+    turn2 = gate.begin_turn(2)
+    await clock.advance(0.2)
+    gate.interrupt(turn2)  # "... but on the other card"
+    [withdrawn] = await gate.wait_writes(turn)
+    assert withdrawn.withdrawn and gate.ledger == []
+    assert gate.withdrawn_writes == 1 and turn2.awaiting_confirmation == []

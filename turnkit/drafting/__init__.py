@@ -11,6 +11,7 @@ from turnkit.drafting.responder import (
     ResponderStats,
 )
 from turnkit.drafting.tools import (
+    WRITE_HOLD_S,
     Confirmed,
     DraftContext,
     Tool,
@@ -23,6 +24,7 @@ from turnkit.drafting.tools import (
 )
 
 __all__ = [
+    "WRITE_HOLD_S",
     "Confirmed",
     "Draft",
     "DraftContext",

@@ -119,6 +119,7 @@ from turnkit.frames import (
     TurnEndFrame,
     TurnResumedFrame,
     VADSpeechStartedFrame,
+    VADSpeechStoppedFrame,
 )
 from turnkit.llm.client import ChatClient, LLMError
 from turnkit.pipeline import FrameDirection, FrameProcessor
@@ -307,6 +308,8 @@ class Responder:
         # next words are its (on_transcript), unless the caller speaks first.
         self._wordless_end: float | None = None
         self._turn_start: int | None = None  # history index of the turn's user message
+        # The user message whose reply a barge-in cut short (see _add_user).
+        self._cut_user: dict[str, Any] | None = None
         # The conversation, kept by the history policy (see _trim_history).
         self.history: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
         self._prefix_len: int | None = None  # the stable prefix, fixed at the first turn
@@ -325,8 +328,12 @@ class Responder:
     def on_agent_audio(self, playing: bool) -> None:
         """The agent's audio started (True) or stopped (False) playing."""
         self.agent_speaking = playing
-        if playing and self._live is not None:
-            self._live.played = True
+        if playing:
+            # The audio is the newest released reply's, streaming or with
+            # its text all out.
+            for req in (self._live, self._spoken):
+                if req is not None:
+                    req.played = True
 
     async def on_eager(self, text: str, sent_at: float | None = None) -> int | None:
         """The caller is probably done: maybe start a held draft. Returns the
@@ -359,6 +366,15 @@ class Responder:
         self._wordless_end = None
         if self.drafter is not None:
             self.drafter.on_speech()
+        if self.gate is not None:
+            self.gate.on_caller_speech(True)  # a write held after a commit waits
+
+    def on_speech_stopped(self) -> None:
+        """The caller's speech stopped (the VAD): a write held after the
+        commit runs once they have been silent the gate's hold
+        (:meth:`~turnkit.drafting.tools.ToolGate.on_caller_speech`)."""
+        if self.gate is not None:
+            self.gate.on_caller_speech(False)
 
     @property
     def awaits_words(self) -> bool:
@@ -416,7 +432,7 @@ class Responder:
         if not continues:
             self._turn_id += 1
             self.stats.turns += 1
-        self.history.append({"role": "user", "content": text})
+        self._add_user(text)
         self._trim_history()
         self._turn_start = len(self.history) - 1
         if continues and self.gate is not None and self.gate.current_turn is not None:
@@ -471,10 +487,43 @@ class Responder:
             spoken = self._spoken
             if spoken is not None and spoken.done:
                 self._cut_to_heard(spoken)  # its text was all out; its audio was not
+                self._note_cut(spoken)
+                # Its turn's tools stop as for a reply still streaming: a
+                # draft released whole holds its writes after the commit.
+                self._abort(spoken)
             return
         self.stats.interrupted += 1
         self._finish_history(req, interrupted=True)
+        self._note_cut(req)
         self._abort(req)
+
+    def _note_cut(self, req: _Request) -> None:
+        """A barge-in cut the reply to the current turn: the caller's next
+        words may run on from that turn's (:meth:`_add_user`)."""
+        start = self._turn_start
+        if req.turn_id == self._turn_id and start is not None and start < len(self.history):
+            self._cut_user = self.history[start]
+
+    def _add_user(self, text: str) -> None:
+        """The caller's words into the history, once. After a barge-in on
+        the reply to their turn, a host's transcript runs on from that
+        turn's words when the caller was going on (the detector's turn
+        resumed: "my number is four one five | five five five ..."): the
+        new message holds only the words after them, after the reply as
+        heard; where none of the reply was heard (it left the history) the
+        turn's message becomes the words whole. Any other words are a new
+        message as they are."""
+        cut, self._cut_user = self._cut_user, None
+        if cut is not None and any(m is cut for m in self.history):
+            said = [_word(w) for w in str(cut.get("content") or "").split()]
+            words = text.split()
+            if said and len(words) > len(said) and [_word(w) for w in words[: len(said)]] == said:
+                if self.history[-1] is cut:
+                    self.history[-1] = {"role": "user", "content": text}
+                else:
+                    self.history.append({"role": "user", "content": " ".join(words[len(said) :])})
+                return
+        self.history.append({"role": "user", "content": text})
 
     def _abort(self, req: _Request) -> None:
         """Stop a reply the caller cut off: its turn's gated tools are
@@ -520,12 +569,14 @@ class Responder:
         """The caller went on before any of the live reply played: drop it
         (see the module docstring); the next end continues this turn."""
         self.agent_speaking = False
-        req, self._live = self._live, None
+        req = self._live if self._live is not None else self._unplayed()
+        self._live = None
         if req is None:
             return
         self.stats.cancelled_pending += 1
-        if not req.done:
-            self._abort(req)
+        # Its text may be all out (a draft's, released whole), its turn's
+        # writes still held: they are withdrawn as on a barge-in.
+        self._abort(req)
         if self._turn_start is not None and req.turn_id == self._turn_id:
             del self.history[self._turn_start :]
             self._turn_start = None
@@ -600,12 +651,21 @@ class Responder:
         that reply on the caller's speech, but a host that runs on frames
         hears the cancel only after this end, and the history would hold
         the turn's words twice."""
-        req = self._live
-        if req is None or req.played or req.turn_id != self._turn_id or self._turn_start is None:
+        req = self._unplayed()
+        if req is None or self._turn_start is None:
             return
         said = _norm(str(self.history[self._turn_start].get("content") or ""))
         if said and _norm(text).startswith(said):
             self.on_cancel_pending()
+
+    def _unplayed(self) -> _Request | None:
+        """The released reply of this turn none of whose audio has played:
+        the live one, or one whose text was all out before its audio began
+        (a draft released whole). None: there is none, or it played."""
+        req = self._live if self._live is not None else self._spoken
+        if req is None or req.played or req.turn_id != self._turn_id:
+            return None
+        return req
 
     def _supersede(self) -> None:
         req, self._live = self._live, None
@@ -849,6 +909,12 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+def _word(word: str) -> str:
+    """A word as two transcripts of the same speech agree on it (case and
+    the punctuation a recogniser puts at a pause aside)."""
+    return re.sub(r"[^\w']", "", word.lower())
+
+
 def _approx_tokens(message: dict[str, Any]) -> int:
     """About 4 characters a token, over the content and any tool calls."""
     n = len(str(message.get("content") or ""))
@@ -885,6 +951,8 @@ class ResponderFrames:
             await self.eager()
         elif isinstance(frame, TurnResumedFrame | VADSpeechStartedFrame):
             r.on_speech()
+        elif isinstance(frame, VADSpeechStoppedFrame):
+            r.on_speech_stopped()
         elif isinstance(frame, TurnEndFrame):
             await self.end(frame.at, frame.speech_end)
         elif isinstance(frame, AgentAudioStartedFrame):

@@ -24,6 +24,17 @@ Rules:
   cached reads are reused for *identical* calls (same name, same canonical
   JSON args) in that turn only; its deferred writes start now, except
   ``confirm=True`` writes, which wait for :meth:`ToolGate.confirm_spoken`.
+* A write in a confirmed turn starts only once the caller has been silent
+  for ``write_hold_s`` since the turn was confirmed (the commit): a turn
+  ends on a guess, and a caller who was only pausing speaks again soon
+  after it. Where the host reports the caller's speech
+  (:meth:`ToolGate.on_caller_speech`, from its VAD), a write waits while the
+  caller speaks and ``write_hold_s`` after they stop; where the caller goes
+  on (the host interrupts the turn: a barge-in, or a reply dropped before it
+  played), the held write is **withdrawn**, never run, and the continued
+  turn asks again if it still wants it. A write asked for after that
+  silence (a fresh reply's tool call, one LLM first token after the commit,
+  the caller quiet) is not delayed.
 * In a confirmed turn, writes run at most once per idempotency key (a retried
   or re-drafted turn asking for the same write gets the stored result), inside
   a task protected by :func:`asyncio.shield`: a barge-in or the cancellation of
@@ -85,6 +96,7 @@ from typing import Any, Literal
 from turnkit.clock import Clock
 
 __all__ = [
+    "WRITE_HOLD_S",
     "Confirmed",
     "DraftContext",
     "Tool",
@@ -99,6 +111,18 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Effect = Literal["read", "write"]
+
+# How long the caller must be silent after a commit before a write runs. A
+# turn is ended on a guess, and a caller who was only pausing resumes soon
+# after it: of the premature ends on the demo and real-call variants
+# (`fused`, 2026-12-07), half had the caller speaking again within 0.35 s
+# of the commit and 14 of 24 within 0.45 s; a host's VAD hears the
+# resumption a start window (~0.1 s) later, and its barge-in stop (which
+# withdraws the write) comes later still, so the caller's speech itself
+# holds the write (ToolGate.on_caller_speech). Writes from a fresh request
+# come one LLM first token (~0.35 s) after the commit, so 0.5 s delays those
+# by little; a write an eager draft asked for waits the whole hold.
+WRITE_HOLD_S = 0.5
 
 
 def canonical_args(args: Mapping[str, Any]) -> str:
@@ -214,7 +238,9 @@ class ToolResult:
     yes: ``awaiting_confirmation``); ``timed_out`` says it ran past its
     ``timeout_s``; ``from_draft_cache`` says an identical earlier read in the
     same turn answered it; ``replayed`` says the write ledger answered it
-    (same idempotency key, not executed again). :meth:`for_llm` is the text
+    (same idempotency key, not executed again); ``withdrawn`` says a write
+    held after its commit was never run because the caller went on.
+    :meth:`for_llm` is the text
     to put in the LLM's tool message.
     """
 
@@ -229,6 +255,7 @@ class ToolResult:
     from_draft_cache: bool = False
     replayed: bool = False
     declined: bool = False
+    withdrawn: bool = False
     idempotency_key: str | None = None
 
     def for_llm(self) -> str:
@@ -265,6 +292,19 @@ class _Intent:
     tool: Tool
     args: dict[str, Any]
     canon: str
+
+
+@dataclass(slots=True, kw_only=True)
+class _Held:
+    """A write waiting out the caller's silence after its commit
+    (``committed_at``): ``go`` resolves False when the caller went on
+    (withdraw it); ``task`` yields the write's result either way."""
+
+    turn: Turn
+    intent: _Intent
+    committed_at: float
+    go: asyncio.Future[bool]
+    task: asyncio.Task[ToolResult] | None = None
 
 
 class DraftContext:
@@ -329,8 +369,14 @@ class ToolGate:
     evidence of the tool's declared effect, the call's context (open draft or
     confirmed turn) and the gate's records.
 
+    ``write_hold_s`` (default :data:`WRITE_HOLD_S`; 0: writes start as soon
+    as they are asked for in a confirmed turn): how long after the commit a
+    write waits for the caller to go on (see the module docstring).
+
     Counters: ``reads_run``, ``reads_reused``, ``executed_writes`` (real
     executions started), ``deferred_writes`` (write calls held back in drafts),
+    ``withdrawn_writes`` (writes held after a commit that the caller's going
+    on withdrew, never run),
     ``discarded_writes`` (held-back writes of discarded drafts), ``declined_writes``
     (``confirm=True`` writes cancelled by a no or a new turn),
     ``deduplicated_writes`` (write requests answered by the ledger),
@@ -350,7 +396,16 @@ class ToolGate:
         [paid] = await gate.wait_writes(turn)
     """
 
-    def __init__(self, tools: Iterable[Tool], clock: Clock, *, session_id: str = "session") -> None:
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        clock: Clock,
+        *,
+        session_id: str = "session",
+        write_hold_s: float = WRITE_HOLD_S,
+    ) -> None:
+        if not write_hold_s >= 0:
+            raise ValueError(f"write_hold_s must be >= 0, got {write_hold_s!r}")
         self._tools: dict[str, Tool] = {}
         for t in tools:
             if t.name in self._tools:
@@ -362,6 +417,13 @@ class ToolGate:
         self._drafts: list[DraftContext] = []
         self._turn: Turn | None = None
         self._ledger: dict[str, WriteRecord] = {}
+        self.write_hold_s = float(write_hold_s)
+        self._committed_at = clock.now()
+        self._held: dict[str, _Held] = {}
+        # The caller's speech as the host's VAD reports it (on_caller_speech).
+        self._caller_speaking = False
+        self._quiet_since = -float("inf")
+        self._speech_changed = asyncio.Event()
         self.reads_run = 0
         self.reads_reused = 0
         self.executed_writes = 0
@@ -369,6 +431,7 @@ class ToolGate:
         self.discarded_writes = 0
         self.declined_writes = 0
         self.deduplicated_writes = 0
+        self.withdrawn_writes = 0
         self.refused_calls = 0
         self.calls = 0
         self.draft_reads = 0
@@ -445,9 +508,12 @@ class ToolGate:
         the reply: its ledger answers repeated writes). A newer id closes the
         current turn: its pending ``confirm=True`` writes are declined, its
         in-flight reads cancelled, its read cache dropped; open drafts for
-        older turns are discarded. An older id raises ``ValueError``.
+        older turns are discarded. An older id raises ``ValueError``. Either
+        way the caller's turn was committed now: writes asked for from here
+        wait ``write_hold_s`` from now.
         """
         cur = self._turn
+        self._commit()
         if cur is not None:
             if turn_id == cur.turn_id:
                 return cur
@@ -491,7 +557,11 @@ class ToolGate:
     def confirm_spoken(self, turn: Turn, yes: bool) -> list[str]:
         """The caller answered the confirmation question: yes runs every write
         of ``turn`` awaiting confirmation, no declines them all without running.
-        Returns their idempotency keys; :meth:`wait_writes` gives the results."""
+        Returns their idempotency keys; :meth:`wait_writes` gives the results.
+        The answer is a commit of the caller's turn: a yes's writes wait
+        ``write_hold_s`` from now, and are withdrawn if the caller goes on
+        ("yes, | but on the other card")."""
+        self._commit()
         pending, turn._pending = turn._pending, {}
         for key, intent in pending.items():
             if yes and turn.state != "closed":
@@ -509,19 +579,47 @@ class ToolGate:
         if turn is self._turn and turn.state == "interrupted":
             turn.state = "live"
 
+    def on_caller_speech(self, speaking: bool) -> None:
+        """The host's VAD: the caller started (True) or stopped (False)
+        speaking. A write held after a commit does not start while the
+        caller speaks, and waits ``write_hold_s`` after they stop (a murmur
+        over the reply delays it; a caller going on is withdrawn by
+        :meth:`interrupt` when the host stops the reply)."""
+        if speaking == self._caller_speaking:
+            return
+        self._caller_speaking = speaking
+        if not speaking:
+            self._quiet_since = self._clock.now()
+        event, self._speech_changed = self._speech_changed, asyncio.Event()
+        event.set()
+
     def interrupt(self, turn: Turn) -> None:
-        """Barge-in on ``turn``: its in-flight reads are cancelled and it takes
-        no new calls; running writes finish (or time out) and are recorded;
-        writes awaiting confirmation still wait for :meth:`confirm_spoken`."""
+        """Barge-in on ``turn``, or the caller going on before its reply
+        played: its in-flight reads are cancelled and it takes no new calls;
+        running writes finish (or time out) and are recorded; writes still in
+        their hold after the commit are withdrawn (never run); writes
+        awaiting confirmation still wait for :meth:`confirm_spoken`."""
         if turn.state == "live":
             turn.state = "interrupted"
         self._cancel_all(turn._inflight)
+        # The caller went on before the hold ran out: the commit was wrong,
+        # so no write it released may run (whichever turn asked for it: a
+        # spoken yes releases the asking turn's writes at the answer's
+        # commit).
+        for held in self._held.values():
+            if not held.go.done():
+                held.go.set_result(False)
+                self.withdrawn_writes += 1
 
     async def wait_writes(self, turn: Turn) -> list[ToolResult]:
         """Await and return the results of every write started or declined in
         ``turn``, in request order (awaiting-confirmation ones are not included)."""
         out: list[ToolResult] = []
         for key in list(turn.write_keys):
+            held = self._held.get(key)
+            if held is not None and held.task is not None:
+                out.append(await asyncio.shield(held.task))
+                continue
             rec = self._ledger.get(key)
             if rec is not None and rec.task is not None:
                 out.append(await asyncio.shield(rec.task))
@@ -590,6 +688,9 @@ class ToolGate:
         if t.effect == "read":
             return await self._read(turn, t, args, canon)
         key = self._request_write(turn, _Intent(tool=t, args=args, canon=canon))
+        held = self._held.get(key)
+        if held is not None and held.task is not None:
+            return await asyncio.shield(held.task)
         rec = self._ledger.get(key)
         if rec is None or rec.task is None:
             return ToolResult(
@@ -642,7 +743,7 @@ class ToolGate:
         """A write asked for in a confirmed turn: start it, hold it for a yes,
         or (same key already in the ledger) leave it to the ledger."""
         key = self.idempotency_key(turn.turn_id, intent.tool.name, intent.args)
-        if key in self._ledger:
+        if key in self._ledger or key in self._held:
             self.deduplicated_writes += 1
             if key not in turn.write_keys:
                 turn.write_keys.append(key)
@@ -652,9 +753,16 @@ class ToolGate:
             self._start_write(turn, key, intent)
         return key
 
-    def _start_write(self, turn: Turn, key: str, intent: _Intent) -> None:
-        if key in self._ledger:  # a yes for something the ledger already holds
+    def _start_write(self, turn: Turn, key: str, intent: _Intent, *, held: bool = False) -> None:
+        if key in self._ledger or (key in self._held and not held):  # already run or held
             self.deduplicated_writes += 1
+        elif not held and self._hold_left(self._committed_at) > 0:
+            loop = asyncio.get_running_loop()
+            h = _Held(
+                turn=turn, intent=intent, committed_at=self._committed_at, go=loop.create_future()
+            )
+            self._held[key] = h
+            h.task = loop.create_task(self._hold(key, h))
         else:
             rec = WriteRecord(
                 key=key,
@@ -669,6 +777,66 @@ class ToolGate:
         turn._declined.pop(key, None)
         if key not in turn.write_keys:
             turn.write_keys.append(key)
+
+    def _commit(self) -> None:
+        """The caller's turn was committed now: writes asked for from here
+        wait ``write_hold_s`` from now. A commit is the host's word that the
+        caller stopped, so a speech start it never reported the end of
+        (a host whose signals include no VAD stop) holds nothing past it."""
+        self._committed_at = self._clock.now()
+        if self._caller_speaking:
+            self.on_caller_speech(False)
+
+    def _hold_left(self, committed_at: float) -> float:
+        """Seconds until the caller has been silent ``write_hold_s`` since a
+        commit at ``committed_at`` (inf while they speak; <= 0: now)."""
+        if self.write_hold_s <= 0:
+            return 0.0
+        if self._caller_speaking:
+            return float("inf")
+        since = max(committed_at, self._quiet_since)
+        return since + self.write_hold_s - self._clock.now()
+
+    async def _hold(self, key: str, held: _Held) -> ToolResult:
+        """Wait out the caller's silence, then run the write, unless the
+        caller went on first (:meth:`interrupt`): then it is withdrawn,
+        never run."""
+        while not held.go.done():
+            left = self._hold_left(held.committed_at)
+            if left <= 0:
+                held.go.set_result(True)
+                break
+            waits = {asyncio.ensure_future(self._speech_changed.wait())}
+            if left != float("inf"):
+                waits.add(asyncio.ensure_future(self._clock.sleep(left)))
+            waits.add(asyncio.ensure_future(asyncio.shield(held.go)))
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+        go = held.go.result()
+        if go:
+            self._start_write(held.turn, key, held.intent, held=True)
+            self._held.pop(key, None)
+            rec = self._ledger[key]
+            assert rec.task is not None
+            return await asyncio.shield(rec.task)
+        self._held.pop(key, None)
+        intent = held.intent
+        result = ToolResult(
+            name=intent.tool.name,
+            args=intent.args,
+            ok=False,
+            withdrawn=True,
+            idempotency_key=key,
+            error=(
+                f"{intent.tool.name} was not carried out: the caller went on speaking "
+                "before it started. Do not say it is done."
+            ),
+        )
+        held.turn._declined[key] = result
+        return result
 
     async def _run_write(self, rec: WriteRecord, t: Tool) -> ToolResult:
         kwargs = dict(rec.args)

@@ -196,6 +196,8 @@ class SimulatedAgent(FrameProcessor):
             await self._barge_in(frame)
             if frame.vad.started:
                 r.on_speech()
+            elif frame.vad.stopped:
+                r.on_speech_stopped()
         await self.engine.idle()
         await self.push_frame(frame, direction)
 

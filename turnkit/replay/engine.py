@@ -398,8 +398,10 @@ class HeldClock(VirtualClock):
 @dataclass(slots=True)
 class ToolExecution:
     """One run of a replayed tool's backend: which tool, read or write, its
-    arguments, when it started and finished (virtual clock), and a write's
-    idempotency key (what shows each write ran once)."""
+    arguments, when it started and finished (virtual clock), a write's
+    idempotency key (what shows each write ran once) and the caller turn
+    of the recorded call it answers (what shows a write waited for that
+    turn's end)."""
 
     name: str
     effect: str
@@ -407,6 +409,7 @@ class ToolExecution:
     started_at: float
     key: str | None = None  # a write's idempotency key
     finished_at: float | None = None
+    turn: int | None = None  # the caller turn whose recorded call it answers
 
 
 @dataclass(slots=True)
@@ -455,7 +458,7 @@ def _backend(
 
     async def run(idempotency_key: str | None = None, **args: Any) -> Any:
         ev = recorded.get(canonical_args(args), evs[0])
-        x = ToolExecution(name, effect, args, clock.now(), key=idempotency_key)
+        x = ToolExecution(name, effect, args, clock.now(), key=idempotency_key, turn=ev.turn)
         log.executions.append(x)
         if ev.duration_s > 0:
             await clock.sleep(ev.duration_s)

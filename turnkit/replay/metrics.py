@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from turnkit.drafting.tools import ToolGate
     from turnkit.fillers.scheduler import FillerScheduler
-    from turnkit.replay.engine import ToolLog
+    from turnkit.replay.engine import ToolExecution, ToolLog
 
 __all__ = [
     "SUBSET_TAGS",
@@ -188,10 +188,18 @@ class ToolFigures:
     """What a replayed call's tools did, read from the gate, the backend's
     execution log and the filler scheduler (see :meth:`figures`)."""
 
-    def __init__(self, gate: ToolGate, log: ToolLog, fillers: FillerScheduler) -> None:
+    def __init__(
+        self,
+        gate: ToolGate,
+        log: ToolLog,
+        fillers: FillerScheduler,
+        turn_ends: list[float] | None = None,
+    ) -> None:
         self.gate = gate
         self.log = log
         self.fillers = fillers
+        # the labelled end of each caller turn (what writes_early reads)
+        self.turn_ends = list(turn_ends or [])
 
     def figures(self) -> dict[str, Any]:
         """``calls``: tool calls the engine made through the gate;
@@ -210,7 +218,7 @@ class ToolFigures:
         return {
             # the writes that ran: name and when (the backend's own log)
             "executed_writes": [
-                {"name": w.name, "at": round(w.started_at, 4)} for w in writes
+                {"name": w.name, "at": round(w.started_at, 4), "turn": w.turn} for w in writes
             ],
             "calls": self.gate.calls,
             "reads_in_drafts": self.gate.draft_reads,
@@ -222,9 +230,15 @@ class ToolFigures:
             # writes discarded drafts asked for (held back, never run)
             "draft_writes_discarded": self.gate.discarded_writes,
             "writes_deferred": self.gate.deferred_writes,
+            "writes_early": sum(1 for w in writes if self._early(w)),
+            "writes_withdrawn": self.gate.withdrawn_writes,
             "filler_ack_ms": [round(1000 * (r.ack_latency_s or 0.0), 3) for r in recs],
             "filler_late_ms": [round(1000 * (r.filler_delay_s or 0.0), 3) for r in recs],
         }
+
+    def _early(self, w: ToolExecution) -> bool:
+        ends = self.turn_ends
+        return w.turn is not None and 0 <= w.turn < len(ends) and w.started_at < ends[w.turn]
 
 
 def _tools(calls: list[CallScore]) -> dict[str, Any]:
@@ -237,6 +251,8 @@ def _tools(calls: list[CallScore]) -> dict[str, Any]:
             "writes",
             "writes_from_discarded_drafts",
             "draft_writes_discarded",
+            "writes_early",
+            "writes_withdrawn",
         )
     }
     acks = [x for t in with_tools for x in t.get("filler_ack_ms", [])]

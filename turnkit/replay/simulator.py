@@ -440,7 +440,9 @@ async def replay_agent(
         log = ToolLog()
         tool_gate = ToolGate(replay_tools(rec, clock, log), clock, session_id=rec.id)
         fillers = await replay_fillers(clock, agent.on_filler_audio)
-        figures = ToolFigures(tool_gate, log, fillers)
+        figures = ToolFigures(
+            tool_gate, log, fillers, turn_ends=[t.end for t in rec.caller_turns]
+        )
     agent.responder = Responder(
         engine,
         clock,

@@ -334,7 +334,9 @@ async def test_session_smart_turn_records_its_evidence() -> None:
 
 async def test_gated_tools_in_a_session() -> None:
     """A write tool called by the LLM runs once, through the gate, in the
-    confirmed turn; a confirm=True write waits for a spoken yes."""
+    confirmed turn (after the gate's hold: the caller silent WRITE_HOLD_S
+    after the commit, as the session's user state says); a confirm=True
+    write waits for a spoken yes."""
     clock = RealClock()
     booked: list[dict[str, Any]] = []
     looked: list[str] = []
@@ -359,6 +361,16 @@ async def test_gated_tools_in_a_session() -> None:
         ("book", {"day": "saturday", "people": 4}),
         ("charge_deposit", {"amount": 20}),
     ]
+    # The caller's speech as the session's user state tells the gate (a
+    # write held after the commit waits while they speak).
+    edges: list[bool] = []
+    tell = gate.on_caller_speech
+
+    def spy(speaking: bool) -> None:
+        edges.append(speaking)
+        tell(speaking)
+
+    gate.on_caller_speech = spy  # type: ignore[method-assign]
     # The Agent takes the tools; the same object follows the session's turns.
     gated = gated_tools(gate)
 
@@ -379,6 +391,7 @@ async def test_gated_tools_in_a_session() -> None:
     assert rec.name == "book" and rec.status == "ok" and rec.turn_id == 1
     assert gate.current_turn is not None
     assert gate.current_turn.awaiting_confirmation == [("charge_deposit", {"amount": 20})]
+    assert edges[:2] == [True, False]  # LiveKit's user_state_changed: speaking, then not
 
 
 def test_spoken_yes_no() -> None:

@@ -12,7 +12,11 @@ spoken yes; a reply that was interrupted takes no new calls.
 * a user ``ChatMessage`` added → a new caller turn (``gate.begin_turn``); its
   words answer the previous turn's pending confirmation first
   (``gate.confirm_spoken``) when they are a plain yes or no;
-* a reply (``speech_created``) that ends interrupted → ``gate.interrupt``.
+* a reply (``speech_created``) that ends interrupted → ``gate.interrupt``
+  (a write still held after the commit is withdrawn: the caller went on);
+* the user's state (``user_state_changed``: speaking or not) →
+  ``gate.on_caller_speech``: a write held after the commit waits while the
+  caller speaks, and ``write_hold_s`` after they stop.
 
 Example::
 
@@ -27,7 +31,11 @@ import logging
 from typing import Any
 
 from livekit.agents import AgentSession, function_tool, llm
-from livekit.agents.voice.events import ConversationItemAddedEvent, SpeechCreatedEvent
+from livekit.agents.voice.events import (
+    ConversationItemAddedEvent,
+    SpeechCreatedEvent,
+    UserStateChangedEvent,
+)
 
 from turnkit.drafting import Tool, ToolGate, Turn
 from turnkit.text.normalize import normalize_text
@@ -67,6 +75,10 @@ class GatedTools:
     def bind(self, session: AgentSession) -> None:
         session.on("conversation_item_added", self._on_item)
         session.on("speech_created", self._on_speech)
+        session.on("user_state_changed", self._on_user_state)
+
+    def _on_user_state(self, ev: UserStateChangedEvent) -> None:
+        self.gate.on_caller_speech(ev.new_state == "speaking")
 
     def _on_item(self, ev: ConversationItemAddedEvent) -> None:
         item = ev.item

@@ -288,7 +288,10 @@ async def test_gate_draft_reads_prefetched_writes_only_in_confirmed_turn() -> No
     the write runs once (a repeat is answered from the ledger)."""
     CALLS.clear()
     clock = VirtualClock()
-    functions = GatedFunctions([order_status, cancel_order], clock, session_id="t")
+    # The write runs as it is asked for (no hold after the commit: this test
+    # is about the prefetch and the ledger; the hold is the gate's, tested
+    # in tests/test_tools.py, and its VAD edges in the next test).
+    functions = GatedFunctions([order_status, cancel_order], clock, session_id="t", write_hold_s=0.0)
     llm = OpenAILLMService(
         api_key="none",
         base_url="http://127.0.0.1:9/v1",
@@ -490,3 +493,33 @@ async def test_turn_metrics_read_a_kept_speculations_ttft_from_the_llm_service()
     assert without.llm_ttft_ms is None
     generated = [*seq[1:3], (llm, LLMTextFrame(text="Sure."), 1.45), seq[4]]
     assert (await run(TurnMetricsObserver(), generated)).llm_ttft_ms == pytest.approx(140.0)
+
+
+async def test_the_stop_strategy_tells_the_gate_the_callers_speech() -> None:
+    """A write held after a commit waits while the caller speaks: the stop
+    strategy hands the gate every VAD edge of the caller's (the real Silero
+    VAD on refund-mixed-10), in order, ending silent; the gate's hold reads
+    them (tests/test_tools.py::test_a_write_waits_while_the_caller_speaks)."""
+    rec = load_recording(CORPUS / "refund-mixed-10")
+    engine = TurnkitTurnEngine("fused")
+    functions = GatedFunctions([order_status, cancel_order], engine.clock)
+    edges: list[tuple[bool, float]] = []
+    tell = functions.caller_speech
+
+    def spy(speaking: bool) -> None:
+        edges.append((speaking, engine.clock.now()))
+        tell(speaking)
+
+    functions.caller_speech = spy  # type: ignore[method-assign]
+    ctx = LLMContext()
+    stop = TurnkitUserTurnStopStrategy(engine, drafter=EagerDrafter(engine.clock), context=ctx, functions=functions)
+    await run_frames([_user(engine, stop, ctx), Tap()], engine, recording_frames(rec))
+    said = [s for t in rec.caller_turns for s in t.spans]
+    assert [e for e, _ in edges] == [True, False] * (len(edges) // 2) and edges
+    assert len(edges) // 2 >= len(rec.caller_turns)
+    # every caller speech span is heard starting (within the VAD's start window)
+    starts = [at for e, at in edges if e]
+    for a, _b in said:
+        if _b - a > 0.3:
+            assert any(a <= at <= a + 0.4 for at in starts), (a, starts)
+    assert edges[-1][0] is False  # the call ends with the caller silent

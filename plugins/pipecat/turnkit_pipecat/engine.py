@@ -88,6 +88,16 @@ class EngineStep:
     def speech_started(self) -> bool:
         return any(f.vad is not None and f.vad.started for f in self.audio)
 
+    @property
+    def speech_edge(self) -> bool | None:
+        """The caller's last VAD edge in this step: True started speaking,
+        False stopped, None neither."""
+        edge = None
+        for f in self.audio:
+            if f.vad is not None and (f.vad.started or f.vad.stopped):
+                edge = f.vad.started
+        return edge
+
 
 class TurnkitTurnEngine:
     """Feeds a turnkit end-of-turn detector from Pipecat frames.

@@ -368,6 +368,10 @@ class TurnkitUserTurnStopStrategy(BaseUserTurnStopStrategy):
         step = await self.engine.feed(frame)
         if step.speech_started:
             self.engine.owed.caller_spoke()
+        edge = step.speech_edge
+        if edge is not None and self.functions is not None:
+            # A write held after the commit waits while the caller speaks.
+            self.functions.caller_speech(edge)
         if isinstance(frame, BotStoppedSpeakingFrame) and self.engine.answer_owed is not None:
             # The start strategy began the turn the bot talked through: end
             # it now, so Pipecat's LLM answers its words.

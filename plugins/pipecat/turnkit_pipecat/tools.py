@@ -13,7 +13,10 @@ step with the turn strategies' drafts:
   turn afresh;
 * in a confirmed turn writes run at most once per idempotency key (session,
   turn, tool, canonical args), shielded from Pipecat's cancellation on
-  interruption, and bounded by the tool's ``timeout_s`` on the engine clock.
+  interruption, and bounded by the tool's ``timeout_s`` on the engine clock;
+  a write waits until the caller has been silent the gate's ``write_hold_s``
+  after the commit (the stop strategy passes the VAD's edges), and a new
+  user turn meanwhile withdraws it.
 
 Pipecat's LLM service withdraws a speculative inference that asks for a tool
 (nothing downstream could undo its side effects). With the gate, what a draft
@@ -43,7 +46,14 @@ from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import FunctionCallFromLLM
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 from turnkit.clock import Clock
-from turnkit.drafting.tools import DraftContext, Tool, ToolGate, ToolResult, Turn
+from turnkit.drafting.tools import (
+    WRITE_HOLD_S,
+    DraftContext,
+    Tool,
+    ToolGate,
+    ToolResult,
+    Turn,
+)
 
 __all__ = ["GatedFunctions"]
 
@@ -58,8 +68,15 @@ class GatedFunctions:
     object tracks from the stop strategy's draft and turn events.
     """
 
-    def __init__(self, tools: Iterable[Tool], clock: Clock, *, session_id: str = "session") -> None:
-        self.gate = ToolGate(tools, clock, session_id=session_id)
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        clock: Clock,
+        *,
+        session_id: str = "session",
+        write_hold_s: float = WRITE_HOLD_S,
+    ) -> None:
+        self.gate = ToolGate(tools, clock, session_id=session_id, write_hold_s=write_hold_s)
         self.turn_id = 0
         self.draft: DraftContext | None = None
         self.turn: Turn | None = None
@@ -148,9 +165,16 @@ class GatedFunctions:
         return self.turn
 
     def interrupt(self) -> None:
-        """Barge-in: the live turn's reads are cancelled; running writes finish."""
+        """Barge-in, or a new caller turn: the live turn's reads are
+        cancelled; running writes finish; writes still held after the
+        commit are withdrawn (the caller went on)."""
         if self.turn is not None:
             self.gate.interrupt(self.turn)
+
+    def caller_speech(self, speaking: bool) -> None:
+        """The caller's VAD edge: a write held after the commit waits while
+        they speak (:meth:`~turnkit.drafting.tools.ToolGate.on_caller_speech`)."""
+        self.gate.on_caller_speech(speaking)
 
 
 def _for_llm(res: ToolResult) -> Any:
