@@ -413,3 +413,47 @@ async def test_the_replayed_history_holds_each_caller_turn_once(call: str) -> No
     for t in rec.caller_turns:
         last = t.text.lower().split()[-1].strip(".,?!")
         assert any(w.strip(".,?!") == last for w in said), (t.text, said)
+
+
+async def test_a_barge_in_on_a_draft_released_whole_withdraws_its_write_and_says_so() -> None:
+    """The drafted reply (its refund deferred, its text all out) starts
+    playing at the commit and the caller barges in 0.2 s later: the held
+    refund is withdrawn, the history's tool message says it was not carried
+    out (it said it would be, once the turn was confirmed), and the engine,
+    reading that, asks again in the caller's next turn, where it runs once."""
+    rec = load_recording(CORPUS / "refund-mixed-10")
+    clock = VirtualClock()
+    log = ToolLog()
+    gate = ToolGate(replay_tools(rec, clock, log), clock, session_id="t")
+    refund = [e.model_copy(update={"turn": 0}) for e in rec.tool_calls]
+    engine = SimulatedEngine(
+        clock, _Script(), ModelTTFT(LatencyModel.parse("100"), random.Random(0)), refund
+    )
+    cursor = PlaybackCursor(clock)
+    out: list[LLMTextFrame] = []
+    r = Responder(
+        engine, clock, emit=out.append, gate=gate, cursor=cursor, drafter=EagerDrafter(clock)
+    )
+    await r.on_eager("that's right")
+    await settle()
+    await clock.advance_to(0.5)
+    rid = await r.on_end("that's right")
+    await settle()
+    assert rid is not None and any(f.final for f in out)
+    cursor.on_started(rid)
+    cursor.on_duration(rid, 4.0)
+    r.on_agent_audio(True)
+    await clock.advance_to(0.7)
+    cursor.on_stopped(rid, "interrupted")
+    r.on_interrupted()
+    assert gate.withdrawn_writes == 1 and log.writes == []
+    [told] = [m for m in r.history if m["role"] == "tool"]
+    assert "was not carried out" in told["content"]
+    await clock.advance_to(3.0)
+    await r.on_end("that's right the second one is the duplicate")
+    assert r.history[-1] == {"role": "user", "content": "the second one is the duplicate"}
+    await settle()
+    await clock.advance_to(6.0)
+    await r.idle()
+    [w] = log.writes
+    assert w.name == "refund_charge" and w.started_at >= 3.0 + WRITE_HOLD_S

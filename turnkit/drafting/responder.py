@@ -35,13 +35,18 @@ and the tool gate's answers:
   user turn) and LiveKit (no end of turn without a transcript).
 * **Barge-in** (``on_interrupted``): the live reply's stream is closed, its
   in-flight reads cancelled, and no more text is emitted; a running write
-  finishes (the gate shields it).
+  finishes (the gate shields it), a write still held after the commit is
+  withdrawn (its tool message in the history says it was not carried out).
+  A reply whose text was all out before the caller cut in (a draft released
+  whole) is stopped the same way. When the caller's next words run on from
+  the turn's (the detector's turn resumed), the history holds only the new
+  ones after the reply as heard: the caller's words once.
 * **Cancel-pending** (``on_cancel_pending``): the caller went on before any
-  of the reply played, so the end was premature: the reply is dropped as on
-  a barge-in, the history forgets it and the turn's words so far, and the
-  next confirmed end *continues* the same turn (same turn id: the gate's
-  write ledger answers a write the dropped reply already started, so it
-  never runs twice).
+  of the reply played — streaming, or with its text all out — so the end
+  was premature: the reply is dropped as on a barge-in, the history
+  forgets it and the turn's words so far, and the next confirmed end
+  *continues* the same turn (same turn id: the gate's write ledger answers
+  a write the dropped reply already started, so it never runs twice).
 * **Engine failure**: a failed draft is dropped quietly (the confirmed turn
   makes a fresh request); a confirmed reply that fails before any of its
   text went out is retried up to ``retries`` times as a fresh request, and
@@ -103,7 +108,7 @@ from turnkit.barge_in.truncation import truncate_history
 from turnkit.clock import Clock
 from turnkit.drafting.drafter import Draft, EagerDrafter
 from turnkit.drafting.owed import AFTER_REPLY_S, OwedTurn
-from turnkit.drafting.tools import DraftContext, ToolGate, Turn
+from turnkit.drafting.tools import DraftContext, ToolGate, Turn, withdrawn_text
 from turnkit.fillers.scheduler import FillerGuard, FillerScheduler
 from turnkit.frames import (
     AgentAudioStartedFrame,
@@ -269,6 +274,8 @@ class _Request:
         self.emitted: list[str] = []
         self.produced = False  # some text of it is queued or out
         self.messages: list[dict[str, Any]] = []  # this reply's own messages (tool rounds)
+        # Its writes the gate deferred (a draft's): tool call id -> idempotency key.
+        self.deferred: dict[str, str] = {}
         self.done = False
         self.played = False  # some of its audio (or a filler's) reached the caller
 
@@ -308,8 +315,11 @@ class Responder:
         # next words are its (on_transcript), unless the caller speaks first.
         self._wordless_end: float | None = None
         self._turn_start: int | None = None  # history index of the turn's user message
-        # The user message whose reply a barge-in cut short (see _add_user).
-        self._cut_user: dict[str, Any] | None = None
+        # After a barge-in on the reply to the current turn: the turn's words
+        # so far (all in the history) and the user message that ends them
+        # there (_add_user); the current turn's words as last ended.
+        self._cut: tuple[str, str] | None = None
+        self._turn_said = ""
         # The conversation, kept by the history policy (see _trim_history).
         self.history: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
         self._prefix_len: int | None = None  # the stable prefix, fixed at the first turn
@@ -502,7 +512,7 @@ class Responder:
         words may run on from that turn's (:meth:`_add_user`)."""
         start = self._turn_start
         if req.turn_id == self._turn_id and start is not None and start < len(self.history):
-            self._cut_user = self.history[start]
+            self._cut = (self._turn_said, str(self.history[start].get("content") or ""))
 
     def _add_user(self, text: str) -> None:
         """The caller's words into the history, once. After a barge-in on
@@ -513,15 +523,22 @@ class Responder:
         heard; where none of the reply was heard (it left the history) the
         turn's message becomes the words whole. Any other words are a new
         message as they are."""
-        cut, self._cut_user = self._cut_user, None
-        if cut is not None and any(m is cut for m in self.history):
-            said = [_word(w) for w in str(cut.get("content") or "").split()]
+        cut, self._cut = self._cut, None
+        self._turn_said = text
+        users = [i for i, m in enumerate(self.history) if m.get("role") == "user"]
+        # (the history is cut to what was heard by copying it: found by its words)
+        if cut is not None and users and self.history[users[-1]].get("content") == cut[1]:
+            said = [_word(w) for w in cut[0].split()]
             words = text.split()
             if said and len(words) > len(said) and [_word(w) for w in words[: len(said)]] == said:
-                if self.history[-1] is cut:
+                if users[-1] == len(self.history) - 1:
+                    # none of the reply was heard: one message, the words whole
                     self.history[-1] = {"role": "user", "content": text}
                 else:
                     self.history.append({"role": "user", "content": " ".join(words[len(said) :])})
+                    # a reply to it dropped unplayed continues the turn: the
+                    # next end's words run on from the same words again
+                    self._cut = cut
                 return
         self.history.append({"role": "user", "content": text})
 
@@ -533,9 +550,29 @@ class Responder:
             turn = req.ctx.turn if isinstance(req.ctx, DraftContext) else req.ctx
             if turn is not None:
                 self.gate.interrupt(turn)
+                self._tell_withdrawn(req)
         if self.fillers is not None:
             self.fillers.interrupt()
         self._cancel(req)
+
+    def _tell_withdrawn(self, req: _Request) -> None:
+        """The history said a write of ``req``'s would be carried out once
+        the turn was confirmed; the gate withdrew it (the caller went on):
+        the tool message now says it was not, so the LLM asks again if the
+        caller still wants it, rather than take it as done."""
+        if self.gate is None:
+            return
+        withdrawn = self.gate.withdrawn_keys
+        gone = {cid: key for cid, key in req.deferred.items() if key in withdrawn}
+        names = {
+            c["id"]: c["function"]["name"]
+            for m in req.messages
+            for c in m.get("tool_calls") or []
+        }
+        for m in (*self.history, *req.messages):
+            cid = m.get("tool_call_id")
+            if m.get("role") == "tool" and cid in gone:
+                m["content"] = withdrawn_text(names.get(cid, "the action"))
 
     def superseded(self, reply_id: int) -> bool:
         """A stop the host sent for reply ``reply_id`` (0: none named) finds
@@ -824,6 +861,8 @@ class Responder:
                 finally:
                     filler.stop()
                 content = result.for_llm()
+                if result.deferred and result.idempotency_key is not None:
+                    req.deferred[c.id] = result.idempotency_key
             req.messages.append({"role": "tool", "tool_call_id": c.id, "content": content})
 
     async def _pump(self, req: _Request) -> None:

@@ -106,6 +106,7 @@ __all__ = [
     "WriteRecord",
     "canonical_args",
     "tool",
+    "withdrawn_text",
 ]
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,14 @@ Effect = Literal["read", "write"]
 # come one LLM first token (~0.35 s) after the commit, so 0.5 s delays those
 # by little; a write an eager draft asked for waits the whole hold.
 WRITE_HOLD_S = 0.5
+
+
+def withdrawn_text(name: str) -> str:
+    """What the LLM is told of a write withdrawn after its commit."""
+    return (
+        f"{name} was not carried out: the caller went on speaking before it started. "
+        "Do not say it is done; ask again if they still want it."
+    )
 
 
 def canonical_args(args: Mapping[str, Any]) -> str:
@@ -376,7 +385,7 @@ class ToolGate:
     Counters: ``reads_run``, ``reads_reused``, ``executed_writes`` (real
     executions started), ``deferred_writes`` (write calls held back in drafts),
     ``withdrawn_writes`` (writes held after a commit that the caller's going
-    on withdrew, never run),
+    on withdrew, never run; ``withdrawn_keys`` their idempotency keys),
     ``discarded_writes`` (held-back writes of discarded drafts), ``declined_writes``
     (``confirm=True`` writes cancelled by a no or a new turn),
     ``deduplicated_writes`` (write requests answered by the ledger),
@@ -436,6 +445,7 @@ class ToolGate:
         self.calls = 0
         self.draft_reads = 0
         self.discarded_write_keys: set[str] = set()
+        self.withdrawn_keys: set[str] = set()
         # The latest confirmed turns (their write_keys: the writes they asked for).
         self.recent_turns: deque[Turn] = deque(maxlen=256)
 
@@ -606,10 +616,11 @@ class ToolGate:
         # so no write it released may run (whichever turn asked for it: a
         # spoken yes releases the asking turn's writes at the answer's
         # commit).
-        for held in self._held.values():
+        for key, held in self._held.items():
             if not held.go.done():
                 held.go.set_result(False)
                 self.withdrawn_writes += 1
+                self.withdrawn_keys.add(key)
 
     async def wait_writes(self, turn: Turn) -> list[ToolResult]:
         """Await and return the results of every write started or declined in
@@ -830,10 +841,7 @@ class ToolGate:
             ok=False,
             withdrawn=True,
             idempotency_key=key,
-            error=(
-                f"{intent.tool.name} was not carried out: the caller went on speaking "
-                "before it started. Do not say it is done."
-            ),
+            error=withdrawn_text(intent.tool.name),
         )
         held.turn._declined[key] = result
         return result

@@ -66,7 +66,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from turnkit.clock import Clock, VirtualClock, settle
-from turnkit.drafting.tools import Tool, canonical_args
+from turnkit.drafting.tools import Tool, canonical_args, withdrawn_text
 from turnkit.fillers.bank import DEFAULT_LINES, FillerBank
 from turnkit.fillers.scheduler import FillerScheduler, Sink
 from turnkit.llm.client import LLMError, ToolCall
@@ -91,6 +91,10 @@ _REPLY_TASK = re.compile(r"reply-(\d+)")
 _T = TypeVar("_T")
 CHARS_PER_SECOND = 15.0
 
+
+# What a withdrawn write's tool message says (ToolGate): the simulated
+# engine reads it, as a model would, as "not done".
+WITHDRAWN_MARK = withdrawn_text("").split(":", 1)[1].split(".")[0]
 
 class ReplyScript(Protocol):
     """What the recording says the agent answered."""
@@ -285,7 +289,9 @@ class SimulatedEngine:
     ) -> list[ToolCallEvent]:
         """The turn's recorded tool calls that the conversation does not
         already hold a result for (an engine does not ask twice for what its
-        context shows was done: a turn answered again after a barge-in)."""
+        context shows was done: a turn answered again after a barge-in),
+        where the result does not say the write was withdrawn (an engine
+        reading that asks again)."""
         asked: dict[str, tuple[str, str]] = {}
         done: set[tuple[str, str]] = set()
         for m in messages:
@@ -296,7 +302,8 @@ class SimulatedEngine:
                 except (ValueError, TypeError, AttributeError):
                     continue
                 asked[str(c.get("id"))] = (str(fn.get("name")), args)
-            if m.get("role") == "tool" and str(m.get("tool_call_id")) in asked:
+            withdrawn = WITHDRAWN_MARK in str(m.get("content") or "")
+            if m.get("role") == "tool" and str(m.get("tool_call_id")) in asked and not withdrawn:
                 done.add(asked[str(m.get("tool_call_id"))])
         return [
             ev
