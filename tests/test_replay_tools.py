@@ -457,3 +457,32 @@ async def test_a_barge_in_on_a_draft_released_whole_withdraws_its_write_and_says
     await r.idle()
     [w] = log.writes
     assert w.name == "refund_charge" and w.started_at >= 3.0 + WRITE_HOLD_S
+
+
+async def test_an_end_ends_the_speech_that_holds_a_write_for_a_host_without_vad_stops() -> None:
+    """Deepgram Flux gives a speech start (StartOfTurn) and then an end
+    (EndOfTurn), never a VAD stop: an acknowledgement over the agent ("uh
+    huh", its end ignored) holds a write while it lasts, and its end lets
+    it run the hold after; before, the caller counted as speaking until the
+    next commit, and the write waited for it."""
+    rec = load_recording(CORPUS / "refund-mixed-10")
+    clock = VirtualClock()
+    log = ToolLog()
+    gate = ToolGate(replay_tools(rec, clock, log), clock, session_id="t")
+    refund = [e.model_copy(update={"turn": 0}) for e in rec.tool_calls]
+    engine = SimulatedEngine(
+        clock, _Script(), ModelTTFT(LatencyModel.parse("100"), random.Random(0)), refund
+    )
+    r = Responder(engine, clock, emit=lambda f: None, gate=gate)
+    await r.on_end("the second one please")  # the commit, at 0.0
+    await settle()
+    await clock.advance_to(0.2)  # the refund is asked for at 0.1: held
+    r.on_agent_audio(True)  # a filler line plays
+    r.on_speech()  # "uh huh" begins
+    await settle()
+    await clock.advance_to(1.0)
+    assert log.writes == []
+    assert await r.on_end("uh huh") is None  # ignored: the agent is talking
+    await settle()
+    await clock.advance_to(3.0)
+    assert [(w.name, w.started_at) for w in log.writes] == [("refund_charge", 1.0 + WRITE_HOLD_S)]

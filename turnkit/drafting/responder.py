@@ -414,6 +414,12 @@ class Responder:
         where the caller's speech the decision follows ended (the detector's
         :attr:`~turnkit.frames.TurnEndFrame.speech_end`; default now), which
         :meth:`owed_end` reads."""
+        if self.gate is not None:
+            # An end is the detector's word that the caller stopped: a host
+            # that reports no VAD stop (Deepgram Flux: StartOfTurn, then
+            # EndOfTurn) ends the speech that holds a write here, an
+            # acknowledgement over the reply included.
+            self.gate.on_caller_speech(False)
         if self.agent_speaking:
             self.stats.ignored_ends += 1
             # Owed an answer if the agent stops for this speech before the
