@@ -13,6 +13,7 @@ import json
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -189,6 +190,22 @@ def _responder(clock: VirtualClock, out: list[LLMTextFrame], **kw) -> tuple[Resp
     cursor = PlaybackCursor(clock)
     return Responder(engine, clock, emit=out.append, cursor=cursor, **kw), cursor
 
+def _refund_responder(
+    clock: VirtualClock, out: list[LLMTextFrame], *, hold_s: float = WRITE_HOLD_S, **kw: Any
+) -> tuple[Responder, ToolGate, ToolLog]:
+    """A Responder on the simulated engine (100 ms first tokens) whose every
+    reply asks for refund-mixed-10's recorded refund (a 1.4 s write), its
+    tools through a real ToolGate (``hold_s`` after a commit)."""
+    rec = load_recording(CORPUS / "refund-mixed-10")
+    log = ToolLog()
+    gate = ToolGate(replay_tools(rec, clock, log), clock, session_id="t", write_hold_s=hold_s)
+    refund = [e.model_copy(update={"turn": 0}) for e in rec.tool_calls]
+    engine = SimulatedEngine(
+        clock, _Script(), ModelTTFT(LatencyModel.parse("100"), random.Random(0)), refund
+    )
+    return Responder(engine, clock, emit=out.append, gate=gate, **kw), gate, log
+
+
 
 async def test_interrupted_reply_history_keeps_the_words_heard() -> None:
     clock = VirtualClock()
@@ -231,19 +248,11 @@ async def test_completed_reply_history_is_whole() -> None:
 async def test_cancel_pending_continues_the_turn_and_its_ledger() -> None:
     """The caller went on before any of the reply played: the next end is
     the same turn (same gate turn: a write already started is not run again)."""
-    rec = load_recording(CORPUS / "refund-mixed-10")
     clock = VirtualClock()
-    log = ToolLog()
+    out: list[LLMTextFrame] = []
     # no hold after the commit: the refund starts as it is asked for (the
     # hold's own test is test_a_write_held_after_a_premature_end_is_withdrawn)
-    gate = ToolGate(replay_tools(rec, clock, log), clock, session_id="t", write_hold_s=0.0)
-    out: list[LLMTextFrame] = []
-    # the script's turn 0 asks for the recording's refund
-    refund = [e.model_copy(update={"turn": 0}) for e in rec.tool_calls]
-    engine = SimulatedEngine(
-        clock, _Script(), ModelTTFT(LatencyModel.parse("100"), random.Random(0)), refund
-    )
-    r = Responder(engine, clock, emit=out.append, gate=gate, cursor=PlaybackCursor(clock))
+    r, gate, log = _refund_responder(clock, out, hold_s=0.0, cursor=PlaybackCursor(clock))
     await r.on_end("that's right the second one is the")
     await settle()
     await clock.advance_to(0.15)  # tool call out, the refund starts (1.4 s)
@@ -330,19 +339,10 @@ async def test_a_write_held_after_a_premature_end_is_withdrawn() -> None:
     whose caller goes on before any of it plays: its turn's held write is
     withdrawn, the history forgets the turn's words and reply, and the next
     end continues the same turn; the write runs once, a hold after that."""
-    rec = load_recording(CORPUS / "refund-mixed-10")
     clock = VirtualClock()
-    log = ToolLog()
-    gate = ToolGate(replay_tools(rec, clock, log), clock, session_id="t")
-    refund = [e.model_copy(update={"turn": 0}) for e in rec.tool_calls]
-    engine = SimulatedEngine(
-        clock, _Script(), ModelTTFT(LatencyModel.parse("100"), random.Random(0)), refund
-    )
     cursor = PlaybackCursor(clock)
     out: list[LLMTextFrame] = []
-    r = Responder(
-        engine, clock, emit=out.append, gate=gate, cursor=cursor, drafter=EagerDrafter(clock)
-    )
+    r, gate, log = _refund_responder(clock, out, cursor=cursor, drafter=EagerDrafter(clock))
     said = "that's right"
     await r.on_eager(said)
     await settle()
@@ -421,19 +421,10 @@ async def test_a_barge_in_on_a_draft_released_whole_withdraws_its_write_and_says
     refund is withdrawn, the history's tool message says it was not carried
     out (it said it would be, once the turn was confirmed), and the engine,
     reading that, asks again in the caller's next turn, where it runs once."""
-    rec = load_recording(CORPUS / "refund-mixed-10")
     clock = VirtualClock()
-    log = ToolLog()
-    gate = ToolGate(replay_tools(rec, clock, log), clock, session_id="t")
-    refund = [e.model_copy(update={"turn": 0}) for e in rec.tool_calls]
-    engine = SimulatedEngine(
-        clock, _Script(), ModelTTFT(LatencyModel.parse("100"), random.Random(0)), refund
-    )
     cursor = PlaybackCursor(clock)
     out: list[LLMTextFrame] = []
-    r = Responder(
-        engine, clock, emit=out.append, gate=gate, cursor=cursor, drafter=EagerDrafter(clock)
-    )
+    r, gate, log = _refund_responder(clock, out, cursor=cursor, drafter=EagerDrafter(clock))
     await r.on_eager("that's right")
     await settle()
     await clock.advance_to(0.5)
@@ -465,15 +456,8 @@ async def test_an_end_ends_the_speech_that_holds_a_write_for_a_host_without_vad_
     huh", its end ignored) holds a write while it lasts, and its end lets
     it run the hold after; before, the caller counted as speaking until the
     next commit, and the write waited for it."""
-    rec = load_recording(CORPUS / "refund-mixed-10")
     clock = VirtualClock()
-    log = ToolLog()
-    gate = ToolGate(replay_tools(rec, clock, log), clock, session_id="t")
-    refund = [e.model_copy(update={"turn": 0}) for e in rec.tool_calls]
-    engine = SimulatedEngine(
-        clock, _Script(), ModelTTFT(LatencyModel.parse("100"), random.Random(0)), refund
-    )
-    r = Responder(engine, clock, emit=lambda f: None, gate=gate)
+    r, _gate, log = _refund_responder(clock, [])
     await r.on_end("the second one please")  # the commit, at 0.0
     await settle()
     await clock.advance_to(0.2)  # the refund is asked for at 0.1: held
