@@ -210,6 +210,13 @@ def test_json_contract_on_the_demo_corpus(tmp_path: Path) -> None:
     # The classic trade-off: a shorter timer answers sooner, cuts in more.
     assert fast["eot_delay_ms"]["p50"] < slow["eot_delay_ms"]["p50"]
     assert fast["interruption_rate"] >= slow["interruption_rate"]
+    # The demo's three calls with tool_call events: their table, and its JSON.
+    assert "tools (calls with tool_call events)" in proc.stdout
+    for r in doc["results"]:
+        t = r["tools"]
+        assert t["calls_with_tools"] == 3 and t["writes"] == 2
+        assert 0 <= t["writes_early"] <= t["writes"] and t["writes_from_discarded_drafts"] == 0
+        assert isinstance(t["writes_withdrawn"], int)
 
 
 def test_measured_runs_leave_half_the_cores_free() -> None:

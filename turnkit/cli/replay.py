@@ -429,6 +429,7 @@ def replay(
         )
         _print_subsets(results)
         _print_drafting(results)
+        _print_tools(results)
         _print_live(results)
         no_ref = sorted({c for r in results for c in r.get("echo_reference_missing", [])})
         if no_ref:
@@ -556,6 +557,42 @@ def _print_drafting(results: list[dict[str, Any]]) -> None:
             if live is None
             else f"{_fmt(live['ttft_ms']['p50'], ' ms')} / {_fmt(live['ttft_ms']['p95'], ' ms')}",
             "—" if live is None else str(live["errors"]),
+        )
+    out.print(table)
+
+
+def _print_tools(results: list[dict[str, Any]]) -> None:
+    """Calls with recorded tool calls: what the gate let run, and when.
+    ``early``: writes that started before the caller turn they answer had
+    ended (the agent acted on a turn the caller was still saying)."""
+    rows = [r for r in results if (r.get("tools") or {}).get("calls_with_tools")]
+    if not rows:
+        return
+    table = Table(title="tools (calls with tool_call events)", title_justify="left")
+    for col in (
+        "detector",
+        "calls",
+        "tool calls",
+        "writes",
+        "early",
+        "withdrawn",
+        "from discarded drafts",
+        "fillers",
+        "filler ack p50",
+    ):
+        table.add_column(col, justify="left" if col == "detector" else "right")
+    for r in rows:
+        t = r["tools"]
+        table.add_row(
+            escape(r["detector"]),
+            str(t["calls_with_tools"]),
+            str(t["calls"]),
+            str(t["writes"]),
+            str(t.get("writes_early", 0)),
+            str(t.get("writes_withdrawn", 0)),
+            str(t["writes_from_discarded_drafts"]),
+            str(t["fillers"]),
+            _fmt(t["filler_ack_ms"]["p50"], " ms"),
         )
     out.print(table)
 

@@ -117,13 +117,16 @@ Effect = Literal["read", "write"]
 # turn is ended on a guess, and a caller who was only pausing resumes soon
 # after it: of the premature ends on the demo and real-call variants
 # (`fused`, 2026-12-07), half had the caller speaking again within 0.35 s
-# of the commit and 14 of 24 within 0.45 s; a host's VAD hears the
-# resumption a start window (~0.1 s) later, and its barge-in stop (which
-# withdraws the write) comes later still, so the caller's speech itself
-# holds the write (ToolGate.on_caller_speech). Writes from a fresh request
-# come one LLM first token (~0.35 s) after the commit, so 0.5 s delays those
-# by little; a write an eager draft asked for waits the whole hold.
-WRITE_HOLD_S = 0.5
+# of the commit and 14 of 24 within 0.45 s. A host's VAD confirms a start
+# one start window (~0.1 s) after the speech began, so 0.5 s of silence it
+# can vouch for takes 0.6 s: at 0.5 s a caller who resumed 0.46 s after a
+# 500 ms timer's commit (refund-mixed-10) was heard 44 ms after the refund
+# had started. The caller's speech holds a write meanwhile
+# (ToolGate.on_caller_speech), and the host's stop of the reply withdraws
+# it. Writes from a fresh request come one LLM first token (~0.35 s) after
+# the commit, so they wait ~0.25 s more; a write an eager draft asked for
+# waits the whole hold.
+WRITE_HOLD_S = 0.6
 
 
 def withdrawn_text(name: str) -> str:
