@@ -532,20 +532,27 @@ def _check_engine(url: str, allow_remote: bool = False) -> None:
         _fail(f"--llm-url {url}: {models} answered HTTP {r.status_code}")
 
 
+def _detector_table(title: str, *columns: str) -> Table:
+    """A table of one row per detector: its name left, ``columns`` right."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("detector", justify="left")
+    for col in columns:
+        table.add_column(col, justify="right")
+    return table
+
+
 def _print_drafting(results: list[dict[str, Any]]) -> None:
     rows = [r for r in results if r["drafts"]["started"] or r.get("llm_live")]
     if not rows:
         return
-    table = Table(title="LLM requests", title_justify="left")
-    for col in (
-        "detector",
+    table = _detector_table(
+        "LLM requests",
         "drafts started / used / cancelled",
         "LLM req/turn",
         "saved by drafts p50",
         "live TTFT p50 / p95",
         "live errors",
-    ):
-        table.add_column(col, justify="left" if col == "detector" else "right")
+    )
     for r in rows:
         d, live = r["drafts"], r.get("llm_live")
         table.add_row(
@@ -568,9 +575,8 @@ def _print_tools(results: list[dict[str, Any]]) -> None:
     rows = [r for r in results if (r.get("tools") or {}).get("calls_with_tools")]
     if not rows:
         return
-    table = Table(title="tools (calls with tool_call events)", title_justify="left")
-    for col in (
-        "detector",
+    table = _detector_table(
+        "tools (calls with tool_call events)",
         "calls",
         "tool calls",
         "writes",
@@ -579,8 +585,7 @@ def _print_tools(results: list[dict[str, Any]]) -> None:
         "from discarded drafts",
         "fillers",
         "filler ack p50",
-    ):
-        table.add_column(col, justify="left" if col == "detector" else "right")
+    )
     for r in rows:
         t = r["tools"]
         table.add_row(
@@ -603,9 +608,8 @@ def _print_live(results: list[dict[str, Any]]) -> None:
     rows = [r for r in results if r.get("live_agreement")]
     if not rows:
         return
-    table = Table(title="replay against the live decisions", title_justify="left")
-    for col in (
-        "detector",
+    table = _detector_table(
+        "replay against the live decisions",
         "calls",
         "live decisions",
         "matched",
@@ -613,8 +617,7 @@ def _print_live(results: list[dict[str, Any]]) -> None:
         "|Δ| p50 / p95 / max",
         "live only",
         "replay only",
-    ):
-        table.add_column(col, justify="left" if col == "detector" else "right")
+    )
     for r in rows:
         a = r["live_agreement"]
         d = a["abs_delta_ms"]

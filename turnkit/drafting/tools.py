@@ -96,6 +96,7 @@ from typing import Any, Literal
 from turnkit.clock import Clock
 
 __all__ = [
+    "WITHDRAWN_REASON",
     "WRITE_HOLD_S",
     "Confirmed",
     "DraftContext",
@@ -129,10 +130,15 @@ Effect = Literal["read", "write"]
 WRITE_HOLD_S = 0.6
 
 
+# Why a write was withdrawn, in what the LLM is told (withdrawn_text); the
+# replay's simulated engine reads a tool message holding it as "not done".
+WITHDRAWN_REASON = "the caller went on speaking before it started"
+
+
 def withdrawn_text(name: str) -> str:
     """What the LLM is told of a write withdrawn after its commit."""
     return (
-        f"{name} was not carried out: the caller went on speaking before it started. "
+        f"{name} was not carried out: {WITHDRAWN_REASON}. "
         "Do not say it is done; ask again if they still want it."
     )
 
@@ -767,10 +773,10 @@ class ToolGate:
             self._start_write(turn, key, intent)
         return key
 
-    def _start_write(self, turn: Turn, key: str, intent: _Intent, *, held: bool = False) -> None:
-        if key in self._ledger or (key in self._held and not held):  # already run or held
+    def _start_write(self, turn: Turn, key: str, intent: _Intent) -> None:
+        if key in self._ledger or key in self._held:  # already run or held
             self.deduplicated_writes += 1
-        elif not held and self._hold_left(self._committed_at) > 0:
+        elif self._hold_left(self._committed_at) > 0:
             loop = asyncio.get_running_loop()
             h = _Held(
                 turn=turn, intent=intent, committed_at=self._committed_at, go=loop.create_future()
@@ -778,19 +784,24 @@ class ToolGate:
             self._held[key] = h
             h.task = loop.create_task(self._hold(key, h))
         else:
-            rec = WriteRecord(
-                key=key,
-                name=intent.tool.name,
-                args=intent.args,
-                turn_id=turn.turn_id,
-                started_at=self._clock.now(),
-            )
-            self._ledger[key] = rec
-            self.executed_writes += 1
-            rec.task = asyncio.get_running_loop().create_task(self._run_write(rec, intent.tool))
+            self._run(turn, key, intent)
         turn._declined.pop(key, None)
         if key not in turn.write_keys:
             turn.write_keys.append(key)
+
+    def _run(self, turn: Turn, key: str, intent: _Intent) -> WriteRecord:
+        """Execute a write now: into the ledger, its task started."""
+        rec = WriteRecord(
+            key=key,
+            name=intent.tool.name,
+            args=intent.args,
+            turn_id=turn.turn_id,
+            started_at=self._clock.now(),
+        )
+        self._ledger[key] = rec
+        self.executed_writes += 1
+        rec.task = asyncio.get_running_loop().create_task(self._run_write(rec, intent.tool))
+        return rec
 
     def _commit(self) -> None:
         """The caller's turn was committed now: writes asked for from here
@@ -829,14 +840,11 @@ class ToolGate:
             finally:
                 for w in waits:
                     w.cancel()
-        go = held.go.result()
-        if go:
-            self._start_write(held.turn, key, held.intent, held=True)
-            self._held.pop(key, None)
-            rec = self._ledger[key]
+        self._held.pop(key, None)
+        if held.go.result():
+            rec = self._run(held.turn, key, held.intent)
             assert rec.task is not None
             return await asyncio.shield(rec.task)
-        self._held.pop(key, None)
         intent = held.intent
         result = ToolResult(
             name=intent.tool.name,

@@ -66,7 +66,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from turnkit.clock import Clock, VirtualClock, settle
-from turnkit.drafting.tools import Tool, canonical_args, withdrawn_text
+from turnkit.drafting.tools import WITHDRAWN_REASON, Tool, canonical_args
 from turnkit.fillers.bank import DEFAULT_LINES, FillerBank
 from turnkit.fillers.scheduler import FillerScheduler, Sink
 from turnkit.llm.client import LLMError, ToolCall
@@ -91,10 +91,6 @@ _REPLY_TASK = re.compile(r"reply-(\d+)")
 _T = TypeVar("_T")
 CHARS_PER_SECOND = 15.0
 
-
-# What a withdrawn write's tool message says (ToolGate): the simulated
-# engine reads it, as a model would, as "not done".
-WITHDRAWN_MARK = withdrawn_text("").split(":", 1)[1].split(".")[0]
 
 class ReplyScript(Protocol):
     """What the recording says the agent answered."""
@@ -302,7 +298,7 @@ class SimulatedEngine:
                 except (ValueError, TypeError, AttributeError):
                     continue
                 asked[str(c.get("id"))] = (str(fn.get("name")), args)
-            withdrawn = WITHDRAWN_MARK in str(m.get("content") or "")
+            withdrawn = WITHDRAWN_REASON in str(m.get("content") or "")
             if m.get("role") == "tool" and str(m.get("tool_call_id")) in asked and not withdrawn:
                 done.add(asked[str(m.get("tool_call_id"))])
         return [
