@@ -23,7 +23,9 @@ more ("oh yeah" after "anything else I can sort out for you?": holds) beside a
 close or a yes with its request there (ends), a caller's problem or reason ("the
 heater broke" after an open service line or a "why": ends; "someone used
 my": holds), a question put indirectly ("can you tell me when you open on sunday": ends;
-"can you tell me when", "do you know what time the gallery": holds), and
+"can you tell me when", "do you know what time the gallery": holds), a short
+answer by ellipsis to a yes/no question ("yes i do" after "Do you still have the
+parcel with you?": ends; "i am" after "How can I help you?", "yes i do have": holds), and
 bare phrases after an open "how can I help you?" (not labelled: printed to show how far the reading carries
 over). Prints each P and, per model, the mean, the share at or above the
 model's threshold and at or above 0.9. A probe for development, not a test
@@ -222,6 +224,29 @@ INDIRECT_HOLDS = [
     ("The technician is booked for Friday.", ["can you tell me what time he's", "could you find out if he'll"]),
     ("Your order is in our system.", ["can you see when it", "could you check where my", "any idea when"]),
 ]  # fmt: skip
+# A short answer by ellipsis to a yes/no question ("yes i do" after "Do
+# you ...?": ends), and the same words after an open line or going on past
+# the auxiliary (holds); questions worded apart from the script's
+# ellipsis_answer_examples lists (and from the demo's and the eval sets').
+ELLIPSIS_ENDS = [
+    ("Do you still have the parcel with you?", ["yes i do", "yeah i do", "no i don't", "i do"]),
+    ("Are you the account holder?", ["yes i am", "i am", "no i'm not", "yeah i am thanks"]),
+    ("Is this the address on file?", ["yes it is", "no it isn't", "it is"]),
+    ("Can you see the green light on the modem?", ["yes i can", "no i can't", "i can yeah"]),
+    ("Have you used the card since the charge?", ["yes i have", "no i haven't", "i have"]),
+    ("Will you be at home on Thursday?", ["yes i will", "no i won't"]),
+    ("Were you charged twice for it?", ["yes we were", "yes i was", "no we weren't"]),
+    ("Did you receive a shipping notice?", ["i did", "yes i did", "no i didn't"]),
+    ("Does the form ask for a reference?", ["yes it does", "no it doesn't"]),
+    ("Has your husband signed the contract?", ["yes he has", "no he hasn't"]),
+    ("Would you like me to email the invoice?", ["yes i would", "i would thanks"]),
+]  # fmt: skip
+ELLIPSIS_HOLDS = [
+    ("How can I help you?", ["i am", "i do", "it is", "i have", "we were"]),
+    ("What seems to be the trouble with it?", ["it is", "it was", "it does", "i can"]),
+    ("Do you still have the parcel with you?", ["yes i do have", "yes i", "i do need"]),
+    ("Is this the address on file?", ["yes it is the", "it is on"]),
+]  # fmt: skip
 OPEN = [
     ("How can I help you?", ["the screen", "my bill", "my internet", "the delivery", "a refund", "my order"]),
     ("What can I do for you today?", ["the screen", "my bill", "a refund"]),
@@ -254,6 +279,8 @@ def main() -> None:
         ("the problem stopped open (holds)", PROBLEM_HOLDS),
         ("a question put indirectly (ends)", INDIRECT_ENDS),
         ("the indirect question stopped open (holds)", INDIRECT_HOLDS),
+        ("a short answer by ellipsis to a yes/no question (ends)", ELLIPSIS_ENDS),
+        ("its words after an open line, or going on (holds)", ELLIPSIS_HOLDS),
         ("after an open question", OPEN),
     )
     for title, rows in sections:

@@ -43,8 +43,8 @@ __all__ = ["SemanticTextDetector", "SemanticTextParams", "SemanticTextScorer"]
 # The defaults the training script chose on its held-out split (printed by
 # scripts/train_semantic_text.py and stored in the model file; a test checks
 # they agree).
-DEFAULT_THRESHOLD = 0.36
-DEFAULT_EAGER_THRESHOLD = 0.36
+DEFAULT_THRESHOLD = 0.45
+DEFAULT_EAGER_THRESHOLD = 0.43
 
 
 class SemanticTextParams(DetectorParams):
@@ -58,7 +58,7 @@ class SemanticTextParams(DetectorParams):
         ge=0,
         le=1,
         description="P(end) at or above which a pause of min_wait_ms ends the turn",
-        json_schema_extra={"sweep": [0.1, 0.2, 0.3, 0.36, 0.42, 0.55, 0.65, 0.75, 0.85, 0.95]},
+        json_schema_extra={"sweep": [0.1, 0.2, 0.3, 0.36, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95]},
     )
     eager_threshold: float = Field(
         DEFAULT_EAGER_THRESHOLD,
