@@ -76,9 +76,11 @@ FIRST_TOKEN_WINDOW = 20
 class DraftParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    # Three: a caller who pauses twice before their end (real callers do in
-    # long turns) still has a draft to hold that end for its first token.
-    max_drafts: int = Field(3, ge=1, description="drafts per caller turn at most")
+    # Four: a caller who pauses twice before their end (real callers do in
+    # long turns) still has a draft to hold that end for its first token,
+    # also where one pause ran so long that a commit came due inside it and
+    # drafted first (docs/endpointing.md, *Four drafts per turn*).
+    max_drafts: int = Field(4, ge=1, description="drafts per caller turn at most")
     max_speech_s: float = Field(
         12.0, gt=0, description="no draft once the caller has spoken this long in the turn"
     )
