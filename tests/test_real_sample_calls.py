@@ -95,3 +95,16 @@ def test_a_folder_without_the_wheel_is_named(tmp_path: Path) -> None:
         assert str(tmp_path) in str(e) and "pyannote.audio" in str(e)
     else:
         raise AssertionError("no error")
+
+
+def test_a_file_that_is_not_the_wheel_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "pyannote_audio-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(bad, "w") as z:
+        z.writestr("pyannote/audio/__init__.py", "")
+    for wheel in (bad, tmp_path / "missing.whl"):
+        try:
+            rs.build(wheel, tmp_path / "out")
+        except SystemExit as e:
+            assert str(e).startswith(f"error: {wheel}: not a pyannote.audio wheel")
+        else:
+            raise AssertionError("no error")
