@@ -185,10 +185,15 @@ class _Script:
         return self.text
 
 
-def _responder(clock: VirtualClock, out: list[LLMTextFrame], **kw) -> tuple[Responder, PlaybackCursor]:
-    engine = SimulatedEngine(clock, _Script(), ModelTTFT(LatencyModel.parse("100"), random.Random(0)))
+def _responder(
+    clock: VirtualClock, out: list[LLMTextFrame], **kw
+) -> tuple[Responder, PlaybackCursor]:
+    engine = SimulatedEngine(
+        clock, _Script(), ModelTTFT(LatencyModel.parse("100"), random.Random(0))
+    )
     cursor = PlaybackCursor(clock)
     return Responder(engine, clock, emit=out.append, cursor=cursor, **kw), cursor
+
 
 def _refund_responder(
     clock: VirtualClock, out: list[LLMTextFrame], *, hold_s: float = WRITE_HOLD_S, **kw: Any
@@ -206,6 +211,18 @@ def _refund_responder(
     return Responder(engine, clock, emit=out.append, gate=gate, **kw), gate, log
 
 
+async def _cut_in(
+    clock: VirtualClock, cursor: PlaybackCursor, r: Responder, rid: int, *, lasts: float, at: float
+) -> None:
+    """Reply ``rid`` starts playing now (``lasts`` seconds of audio) and the
+    caller barges in at ``at``: the playback and the Responder are told."""
+    cursor.on_started(rid)
+    cursor.on_duration(rid, lasts)
+    r.on_agent_audio(True)
+    await clock.advance_to(at)
+    cursor.on_stopped(rid, "interrupted")
+    r.on_interrupted()
+
 
 async def test_interrupted_reply_history_keeps_the_words_heard() -> None:
     clock = VirtualClock()
@@ -216,12 +233,7 @@ async def test_interrupted_reply_history_keeps_the_words_heard() -> None:
     await settle()
     await clock.advance_to(0.1)  # first token
     assert "".join(f.text for f in out) == _Script.text
-    cursor.on_started(rid)
-    cursor.on_duration(rid, 5.0)
-    r.on_agent_audio(True)
-    await clock.advance_to(1.6)  # 1.5 s of 5 s played
-    cursor.on_stopped(rid, "interrupted")
-    r.on_interrupted()
+    await _cut_in(clock, cursor, r, rid, lasts=5.0, at=1.6)  # 1.5 s of 5 s played
     heard = cursor.heard(rid)
     assert 0 < heard.words_kept < heard.words_total
     last = r.history[-1]
@@ -380,12 +392,7 @@ async def test_a_turn_the_caller_went_on_with_after_a_barge_in_is_in_the_history
     assert rid is not None
     await settle()
     await clock.advance_to(0.1)
-    cursor.on_started(rid)
-    cursor.on_duration(rid, 5.0)
-    r.on_agent_audio(True)
-    await clock.advance_to(1.6)
-    cursor.on_stopped(rid, "interrupted")
-    r.on_interrupted()
+    await _cut_in(clock, cursor, r, rid, lasts=5.0, at=1.6)
     await r.on_end("A table for two, at seven.")
     users = [m["content"] for m in r.history if m["role"] == "user"]
     assert users == ["a table for two", "at seven."]
@@ -403,7 +410,9 @@ async def test_the_replayed_history_holds_each_caller_turn_once(call: str) -> No
     every caller turn's last word is in the history."""
     rec = load_recording(CORPUS / call)
     box: dict[str, SimulatedAgent] = {}
-    score = await replay_call(rec, "fused", ReplayConfig(compute="fixed"), observe=lambda a: box.update(a=a))
+    score = await replay_call(
+        rec, "fused", ReplayConfig(compute="fixed"), observe=lambda a: box.update(a=a)
+    )
     assert sum(t.cutoffs for t in score.turns) >= 1
     history = box["a"].responder.history
     users = [str(m["content"]).lower().split() for m in history if m["role"] == "user"]
@@ -431,12 +440,7 @@ async def test_a_barge_in_on_a_draft_released_whole_withdraws_its_write_and_says
     rid = await r.on_end("that's right")
     await settle()
     assert rid is not None and any(f.final for f in out)
-    cursor.on_started(rid)
-    cursor.on_duration(rid, 4.0)
-    r.on_agent_audio(True)
-    await clock.advance_to(0.7)
-    cursor.on_stopped(rid, "interrupted")
-    r.on_interrupted()
+    await _cut_in(clock, cursor, r, rid, lasts=4.0, at=0.7)
     assert gate.withdrawn_writes == 1 and log.writes == []
     [told] = [m for m in r.history if m["role"] == "tool"]
     assert "was not carried out" in told["content"]
